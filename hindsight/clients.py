@@ -1,0 +1,31 @@
+"""The collaborators every process needs, built once per process (worker child, API lifespan, CLI)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hindsight.config import Settings
+from hindsight.embeddings import build_embedder
+from pipeline.base import Embedder, LanguageBackend
+
+
+@dataclass
+class Clients:
+    backend: LanguageBackend
+    embedder: Embedder
+    settings: Settings
+
+
+def build_backend(settings: Settings) -> LanguageBackend:
+    if settings.llm.backend == "openai":
+        from hindsight.llm import OpenAICompatibleClient
+        from pipeline.llm_backend import LLMBackend
+
+        return LLMBackend(OpenAICompatibleClient.from_settings(settings.llm))
+    from pipeline.offline import OfflineDistiller
+
+    return OfflineDistiller()
+
+
+def build_clients(settings: Settings) -> Clients:
+    return Clients(backend=build_backend(settings), embedder=build_embedder(settings.embedding), settings=settings)

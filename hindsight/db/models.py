@@ -1,0 +1,165 @@
+"""ORM models. The schema itself is created only by Alembic migrations (migrations/versions)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Computed,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    func,
+)
+from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR, UUID
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+def _uuid() -> uuid.UUID:
+    return uuid.uuid4()
+
+
+class TranscriptRow(Base):
+    """The inbox: every accepted transcript, stored before its task is sent."""
+
+    __tablename__ = "transcripts"
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True, default=_uuid)
+    namespace: Mapped[str] = mapped_column(String(128), index=True)
+    conversation_id: Mapped[str] = mapped_column(String(256))
+    idempotency_key: Mapped[str] = mapped_column(String(256))
+    event_type: Mapped[str] = mapped_column(String(32))
+    turns: Mapped[list[dict[str, Any]]] = mapped_column(JSONB)
+    occurred_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    state: Mapped[str] = mapped_column(String(16), default="accepted")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    attempt_log: Mapped[list[dict[str, Any]]] = mapped_column(JSONB, default=list)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    enqueued_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    processed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now(), onupdate=func.now()
+    )
+    redactions: Mapped[list[str]] = mapped_column(JSONB, default=list)
+
+
+class EpisodeRow(Base):
+    """One summary per distilled transcript (episodic memory)."""
+
+    __tablename__ = "episodes"
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True, default=_uuid)
+    namespace: Mapped[str] = mapped_column(String(128), index=True)
+    transcript_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("transcripts.id", ondelete="CASCADE"), unique=True
+    )
+    summary: Mapped[str] = mapped_column(Text)
+    entities: Mapped[list[str]] = mapped_column(JSONB, default=list)
+    turn_ids: Mapped[list[str]] = mapped_column(JSONB, default=list)
+    embedding: Mapped[list[float] | None] = mapped_column(Vector())
+    backend: Mapped[str] = mapped_column(String(128))
+    occurred_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class MemoryRow(Base):
+    """Semantic memory: one stable fact or preference."""
+
+    __tablename__ = "memories"
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True, default=_uuid)
+    namespace: Mapped[str] = mapped_column(String(128))
+    kind: Mapped[str] = mapped_column(String(32))
+    key: Mapped[str] = mapped_column(String(256))
+    value: Mapped[str] = mapped_column(Text)
+    subject: Mapped[str] = mapped_column(String(128), default="user")
+    source: Mapped[str] = mapped_column(String(16))
+    confidence: Mapped[float] = mapped_column(Float)
+    state: Mapped[str] = mapped_column(String(16), default="active")
+    pinned: Mapped[bool] = mapped_column(Boolean, default=False)
+    negated: Mapped[bool] = mapped_column(Boolean, default=False)
+    ttl_days: Mapped[int | None] = mapped_column(Integer)
+    has_conflict: Mapped[bool] = mapped_column(Boolean, default=False)
+    embedding: Mapped[list[float]] = mapped_column(Vector())
+    search_text: Mapped[str] = mapped_column(Text, default="")
+    """Value segmented for full-text search (jieba for Chinese)."""
+    content_tsv: Mapped[Any] = mapped_column(
+        TSVECTOR, Computed("to_tsvector('simple', search_text)", persisted=True)
+    )
+    backend: Mapped[str] = mapped_column(String(128))
+    """The language back-end (and prompt version) that produced the memory."""
+    embedding_model: Mapped[str] = mapped_column(String(256))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    last_verified_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    state_changed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    last_accessed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    access_count: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class ProvenanceRow(Base):
+    """Which transcript turns a memory came from."""
+
+    __tablename__ = "memory_provenance"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    memory_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("memories.id", ondelete="CASCADE"), index=True)
+    transcript_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("transcripts.id", ondelete="SET NULL"), index=True
+    )
+    turn_ids: Mapped[list[str]] = mapped_column(JSONB, default=list)
+    action: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class AuditRow(Base):
+    """Append-only history of every change to a memory (a trigger forbids UPDATE and DELETE)."""
+
+    __tablename__ = "memory_audit"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    memory_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), index=True)
+    namespace: Mapped[str] = mapped_column(String(128))
+    action: Mapped[str] = mapped_column(String(32))
+    from_state: Mapped[str | None] = mapped_column(String(16))
+    to_state: Mapped[str | None] = mapped_column(String(16))
+    detail: Mapped[dict[str, Any]] = mapped_column(JSONB, default=dict)
+    transcript_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    actor: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class ConflictRow(Base):
+    __tablename__ = "memory_conflicts"
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True, default=_uuid)
+    namespace: Mapped[str] = mapped_column(String(128), index=True)
+    old_memory_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("memories.id", ondelete="CASCADE"))
+    new_memory_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("memories.id", ondelete="CASCADE"))
+    reason: Mapped[str] = mapped_column(Text)
+    resolution: Mapped[str] = mapped_column(String(16), default="open")
+    """open (both kept) or superseded (the old one was archived)."""
+    transcript_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())

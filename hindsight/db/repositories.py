@@ -1,0 +1,382 @@
+"""All SQL lives here. Repositories take a session and never commit."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Float, String, and_, case, cast, func, literal, or_, select, text, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.orm import Session
+
+from hindsight.db.models import (
+    AuditRow,
+    ConflictRow,
+    EpisodeRow,
+    MemoryRow,
+    ProvenanceRow,
+    TranscriptRow,
+)
+
+
+def advisory_xact_lock(session: Session, scope: str, key: str = "") -> None:
+    """Block until this transaction holds the advisory lock for (scope, key)."""
+    session.execute(text("SELECT pg_advisory_xact_lock(hashtext(:s), hashtext(:k))"), {"s": scope, "k": key})
+
+
+def try_advisory_xact_lock(session: Session, scope: str, key: str = "") -> bool:
+    row = session.execute(
+        text("SELECT pg_try_advisory_xact_lock(hashtext(:s), hashtext(:k))"), {"s": scope, "k": key}
+    ).scalar_one()
+    return bool(row)
+
+
+@dataclass
+class TranscriptRepository:
+    session: Session
+
+    def insert_if_new(self, values: dict[str, Any]) -> tuple[uuid.UUID, bool]:
+        """Insert unless (namespace, idempotency_key) exists. Returns (id, created)."""
+        stmt = (
+            pg_insert(TranscriptRow)
+            .values(**values)
+            .on_conflict_do_nothing(constraint="uq_transcripts_namespace_idempotency_key")
+            .returning(TranscriptRow.id)
+        )
+        new_id = self.session.execute(stmt).scalar_one_or_none()
+        if new_id is not None:
+            return new_id, True
+        existing = self.session.execute(
+            select(TranscriptRow.id).where(
+                TranscriptRow.namespace == values["namespace"],
+                TranscriptRow.idempotency_key == values["idempotency_key"],
+            )
+        ).scalar_one()
+        return existing, False
+
+    def get(self, transcript_id: uuid.UUID, *, for_update: bool = False) -> TranscriptRow | None:
+        stmt = select(TranscriptRow).where(TranscriptRow.id == transcript_id)
+        if for_update:
+            stmt = stmt.with_for_update()
+        return self.session.execute(stmt).scalar_one_or_none()
+
+    def get_in_namespace(self, namespace: str, transcript_id: uuid.UUID) -> TranscriptRow | None:
+        return self.session.execute(
+            select(TranscriptRow).where(
+                TranscriptRow.id == transcript_id, TranscriptRow.namespace == namespace
+            )
+        ).scalar_one_or_none()
+
+    def mark_enqueued(self, ids: Sequence[uuid.UUID], now: datetime) -> None:
+        if ids:
+            self.session.execute(
+                update(TranscriptRow).where(TranscriptRow.id.in_(ids)).values(enqueued_at=now)
+            )
+
+    def claim_stuck(self, *, older_than: datetime, limit: int, now: datetime) -> list[uuid.UUID]:
+        """Unfinished transcripts nobody has touched since `older_than`, claimed with SKIP LOCKED."""
+        stuck = (
+            select(TranscriptRow.id)
+            .where(
+                TranscriptRow.state.in_(("accepted", "processing")),
+                TranscriptRow.updated_at < older_than,
+                or_(TranscriptRow.enqueued_at.is_(None), TranscriptRow.enqueued_at < older_than),
+            )
+            .order_by(TranscriptRow.updated_at)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        ids = list(self.session.execute(stuck).scalars())
+        self.mark_enqueued(ids, now)
+        return ids
+
+    def list_dead(self, namespace: str | None = None, limit: int = 100) -> list[TranscriptRow]:
+        stmt = select(TranscriptRow).where(TranscriptRow.state == "dead")
+        if namespace:
+            stmt = stmt.where(TranscriptRow.namespace == namespace)
+        return list(self.session.execute(stmt.order_by(TranscriptRow.updated_at).limit(limit)).scalars())
+
+
+@dataclass
+class EpisodeRepository:
+    session: Session
+
+    def add(self, row: EpisodeRow) -> None:
+        self.session.add(row)
+
+    def exists_for(self, transcript_id: uuid.UUID) -> bool:
+        return (
+            self.session.execute(
+                select(EpisodeRow.id).where(EpisodeRow.transcript_id == transcript_id)
+            ).first()
+            is not None
+        )
+
+    def list(self, namespace: str, limit: int, offset: int) -> list[EpisodeRow]:
+        return list(
+            self.session.execute(
+                select(EpisodeRow)
+                .where(EpisodeRow.namespace == namespace)
+                .order_by(EpisodeRow.occurred_at.desc())
+                .limit(limit)
+                .offset(offset)
+            ).scalars()
+        )
+
+
+@dataclass
+class MemoryRepository:
+    session: Session
+
+    def get(self, namespace: str, memory_id: uuid.UUID, *, for_update: bool = False) -> MemoryRow | None:
+        stmt = select(MemoryRow).where(MemoryRow.id == memory_id, MemoryRow.namespace == namespace)
+        if for_update:
+            stmt = stmt.with_for_update()
+        return self.session.execute(stmt).scalar_one_or_none()
+
+    def get_many(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, MemoryRow]:
+        if not ids:
+            return {}
+        rows = self.session.execute(select(MemoryRow).where(MemoryRow.id.in_(ids))).scalars()
+        return {r.id: r for r in rows}
+
+    def add(self, row: MemoryRow) -> None:
+        self.session.add(row)
+
+    def list(
+        self,
+        namespace: str,
+        *,
+        states: Sequence[str] | None = None,
+        kinds: Sequence[str] | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> tuple[list[MemoryRow], int]:
+        cond = [MemoryRow.namespace == namespace]
+        if states:
+            cond.append(MemoryRow.state.in_(states))
+        if kinds:
+            cond.append(MemoryRow.kind.in_(kinds))
+        total = self.session.execute(select(func.count()).select_from(MemoryRow).where(*cond)).scalar_one()
+        rows = self.session.execute(
+            select(MemoryRow)
+            .where(*cond)
+            .order_by(MemoryRow.updated_at.desc(), MemoryRow.id)
+            .limit(limit)
+            .offset(offset)
+        ).scalars()
+        return list(rows), int(total)
+
+    def candidates_for_reconcile(
+        self, namespace: str, keys: Sequence[str], embeddings: Sequence[list[float]], k: int
+    ) -> list[MemoryRow]:
+        """Memories sharing a key with the new facts, plus the k nearest of each new fact.
+
+        The distance is wrapped (`+ 0`) so PostgreSQL scans the namespace exactly instead of using the HNSW
+        index, which (pgvector 0.6) filters by namespace only after its scan and can miss neighbours.
+        """
+        live = ("active", "stale", "quarantined")
+        found: dict[uuid.UUID, MemoryRow] = {}
+        if keys:
+            for row in self.session.execute(
+                select(MemoryRow).where(
+                    MemoryRow.namespace == namespace,
+                    MemoryRow.state.in_(live),
+                    MemoryRow.key.in_(list(keys)),
+                )
+            ).scalars():
+                found[row.id] = row
+        for emb in embeddings:
+            dist = MemoryRow.embedding.cosine_distance(emb) + literal(0.0, Float)
+            for row in self.session.execute(
+                select(MemoryRow)
+                .where(MemoryRow.namespace == namespace, MemoryRow.state.in_(live))
+                .order_by(dist)
+                .limit(k)
+            ).scalars():
+                found[row.id] = row
+        return list(found.values())
+
+    def vector_search(
+        self, namespace: str, embedding: list[float], *, states: Sequence[str], limit: int
+    ) -> list[tuple[MemoryRow, float]]:
+        dist = MemoryRow.embedding.cosine_distance(embedding) + literal(0.0, Float)
+        rows = self.session.execute(
+            select(MemoryRow, (1 - dist).label("score"))
+            .where(MemoryRow.namespace == namespace, MemoryRow.state.in_(list(states)))
+            .order_by(dist)
+            .limit(limit)
+        ).all()
+        return [(row, float(score)) for row, score in rows]
+
+    def touch_accessed(self, ids: Sequence[uuid.UUID], now: datetime) -> None:
+        if ids:
+            self.session.execute(
+                update(MemoryRow)
+                .where(MemoryRow.id.in_(list(ids)))
+                .values(access_count=MemoryRow.access_count + 1, last_accessed_at=now)
+            )
+
+    def transition_due(
+        self,
+        *,
+        from_state: str,
+        to_state: str,
+        windows: dict[str, int],
+        default_days: int,
+        clock_column: str,
+        now: datetime,
+        limit: int,
+    ) -> list[tuple[uuid.UUID, str, str]]:
+        """Compare-and-set `from_state` -> `to_state` for unpinned memories older than their kind's window.
+
+        Returns (id, namespace, kind) of the rows this call moved; a concurrent caller moving the same row
+        finds it no longer in `from_state` and skips it (SKIP LOCKED + the WHERE on state).
+        """
+        column = getattr(MemoryRow, clock_column)
+        days = case(
+            *[(MemoryRow.kind == kind, n) for kind, n in windows.items()], else_=default_days
+        ) if windows else literal(default_days)
+        due = (
+            select(MemoryRow.id)
+            .where(
+                MemoryRow.state == from_state,
+                MemoryRow.pinned.is_(False),
+                column < literal(now) - func.make_interval(0, 0, 0, days),
+            )
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        rows = self.session.execute(
+            update(MemoryRow)
+            .where(MemoryRow.id.in_(due.scalar_subquery()), MemoryRow.state == from_state)
+            .values(state=to_state, state_changed_at=now, updated_at=now)
+            .returning(MemoryRow.id, MemoryRow.namespace, MemoryRow.kind)
+            .execution_options(synchronize_session=False)
+        ).all()
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    def expire_ttl(self, *, now: datetime, limit: int) -> list[tuple[uuid.UUID, str, str]]:
+        """Archive unpinned memories whose ttl_days ran out since their last verification."""
+        due = (
+            select(MemoryRow.id)
+            .where(
+                MemoryRow.ttl_days.is_not(None),
+                MemoryRow.pinned.is_(False),
+                MemoryRow.state.in_(("active", "stale")),
+                MemoryRow.last_verified_at
+                < literal(now) - func.make_interval(0, 0, 0, MemoryRow.ttl_days),
+            )
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        rows = self.session.execute(
+            update(MemoryRow)
+            .where(MemoryRow.id.in_(due.scalar_subquery()), MemoryRow.state.in_(("active", "stale")))
+            .values(state="archived", state_changed_at=now, updated_at=now)
+            .returning(MemoryRow.id, MemoryRow.namespace, cast(MemoryRow.state, String))
+            .execution_options(synchronize_session=False)
+        ).all()
+        return [(r[0], r[1], r[2]) for r in rows]
+
+
+@dataclass
+class AuditRepository:
+    session: Session
+
+    def add(
+        self,
+        *,
+        memory_id: uuid.UUID,
+        namespace: str,
+        action: str,
+        actor: str,
+        from_state: str | None = None,
+        to_state: str | None = None,
+        detail: dict[str, Any] | None = None,
+        transcript_id: uuid.UUID | None = None,
+        at: datetime | None = None,
+    ) -> None:
+        row = AuditRow(
+            memory_id=memory_id,
+            namespace=namespace,
+            action=action,
+            actor=actor,
+            from_state=from_state,
+            to_state=to_state,
+            detail=detail or {},
+            transcript_id=transcript_id,
+        )
+        if at is not None:
+            row.created_at = at
+        self.session.add(row)
+
+    def history(self, memory_id: uuid.UUID) -> list[AuditRow]:
+        return list(
+            self.session.execute(
+                select(AuditRow).where(AuditRow.memory_id == memory_id).order_by(AuditRow.id)
+            ).scalars()
+        )
+
+
+@dataclass
+class ProvenanceRepository:
+    session: Session
+
+    def add(
+        self, memory_id: uuid.UUID, transcript_id: uuid.UUID | None, turn_ids: list[str], action: str
+    ) -> None:
+        self.session.add(
+            ProvenanceRow(memory_id=memory_id, transcript_id=transcript_id, turn_ids=turn_ids, action=action)
+        )
+
+    def for_memory(self, memory_id: uuid.UUID) -> list[ProvenanceRow]:
+        return list(
+            self.session.execute(
+                select(ProvenanceRow).where(ProvenanceRow.memory_id == memory_id).order_by(ProvenanceRow.id)
+            ).scalars()
+        )
+
+
+@dataclass
+class ConflictRepository:
+    session: Session
+
+    def add(self, row: ConflictRow) -> None:
+        self.session.add(row)
+
+    def for_memory(self, memory_id: uuid.UUID) -> list[ConflictRow]:
+        return list(
+            self.session.execute(
+                select(ConflictRow)
+                .where(or_(ConflictRow.old_memory_id == memory_id, ConflictRow.new_memory_id == memory_id))
+                .order_by(ConflictRow.created_at)
+            ).scalars()
+        )
+
+    def list(self, namespace: str) -> list[ConflictRow]:
+        return list(
+            self.session.execute(
+                select(ConflictRow).where(ConflictRow.namespace == namespace).order_by(ConflictRow.created_at)
+            ).scalars()
+        )
+
+
+def days_ago(now: datetime, days: float) -> datetime:
+    return now - timedelta(days=days)
+
+
+__all__ = [
+    "AuditRepository",
+    "ConflictRepository",
+    "EpisodeRepository",
+    "MemoryRepository",
+    "ProvenanceRepository",
+    "TranscriptRepository",
+    "advisory_xact_lock",
+    "and_",
+    "try_advisory_xact_lock",
+]

@@ -1,0 +1,203 @@
+"""Accepting transcripts: validate at the edge, redact secrets, store, commit, then notify the queue."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+from pydantic import ValidationError
+from sqlalchemy import Engine
+
+from hindsight.config import LimitSettings, Settings, get_settings
+from hindsight.db.engine import get_engine, session_scope
+from hindsight.db.repositories import TranscriptRepository
+from hindsight.errors import InvalidInput
+from hindsight.queue import send_distill
+from schemas.events import TranscriptAccepted, TranscriptIn
+
+log = structlog.get_logger(__name__)
+
+
+def parse_event(data: Any) -> TranscriptIn:
+    """Validate a raw event (dict) into a TranscriptIn, with a readable error."""
+    try:
+        return TranscriptIn.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidInput(_describe(exc)) from None
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        loc = ".".join(str(p) for p in err["loc"]) or "event"
+        parts.append(f"{loc}: {err['msg']}")
+    more = f" (+{exc.error_count() - 5} more)" if exc.error_count() > 5 else ""
+    return "invalid transcript: " + "; ".join(parts) + more
+
+
+def check_limits(event: TranscriptIn, limits: LimitSettings) -> None:
+    if len(event.turns) > limits.max_turns_per_transcript:
+        raise InvalidInput(
+            f"transcript has {len(event.turns)} turns; the limit is {limits.max_turns_per_transcript}"
+        )
+    total = 0
+    for i, turn in enumerate(event.turns):
+        if len(turn.content) > limits.max_turn_chars:
+            raise InvalidInput(
+                f"turns.{i}.content has {len(turn.content)} characters; the limit is {limits.max_turn_chars}"
+            )
+        total += len(turn.content.encode("utf-8"))
+    if total > limits.max_transcript_bytes:
+        raise InvalidInput(f"transcript is {total} bytes; the limit is {limits.max_transcript_bytes}")
+    ids = [t.turn_id for t in event.turns if t.turn_id is not None]
+    if len(ids) != len(set(ids)):
+        raise InvalidInput("turn_id values must be unique within a transcript")
+
+
+def idempotency_key(event: TranscriptIn) -> str:
+    if event.idempotency_key:
+        return event.idempotency_key
+    digest = hashlib.sha256(
+        json.dumps(
+            [event.conversation_id, event.event_type.value, [t.model_dump() for t in event.turns]],
+            ensure_ascii=False,
+            sort_keys=True,
+        ).encode("utf-8")
+    ).hexdigest()
+    return f"sha256:{digest}"
+
+
+def _stored_turns(event: TranscriptIn) -> tuple[list[dict[str, Any]], list[str]]:
+    """Turns as stored: secrets redacted before anything is written, turn ids filled in."""
+    from pipeline.secrets import redact_secrets
+
+    turns: list[dict[str, Any]] = []
+    kinds: set[str] = set()
+    for i, turn in enumerate(event.turns):
+        red = redact_secrets(turn.content)
+        kinds.update(red.kinds)
+        stored: dict[str, Any] = {
+            "turn_id": turn.turn_id if turn.turn_id is not None else str(i),
+            "role": turn.role.value,
+            "content": red.text,
+        }
+        if turn.name:
+            stored["name"] = turn.name
+        turns.append(stored)
+    return turns, sorted(kinds)
+
+
+def store_transcript(
+    session: Any, event: TranscriptIn, *, limits: LimitSettings, now: datetime
+) -> tuple[uuid.UUID, bool]:
+    """Insert the transcript unless its idempotency key was seen. Returns (id, created). No commit."""
+    check_limits(event, limits)
+    turns, kinds = _stored_turns(event)
+    values = {
+        "id": uuid.uuid4(),
+        "namespace": event.namespace,
+        "conversation_id": event.conversation_id,
+        "idempotency_key": idempotency_key(event),
+        "event_type": event.event_type.value,
+        "turns": turns,
+        "occurred_at": event.occurred_at or now,
+        "state": "accepted",
+        "attempts": 0,
+        "attempt_log": [],
+        "redactions": kinds,
+        "enqueued_at": now,
+    }
+    return TranscriptRepository(session).insert_if_new(values)
+
+
+def publish_transcripts(
+    events: Iterable[TranscriptIn],
+    *,
+    settings: Settings | None = None,
+    engine: Engine | None = None,
+    send: Callable[[Iterable[uuid.UUID]], int] = send_distill,
+    now: datetime | None = None,
+) -> list[TranscriptAccepted]:
+    """Store the transcripts in one transaction, commit, then send one distill task per new one."""
+    settings = settings or get_settings()
+    now = now or datetime.now(UTC)
+    accepted: list[TranscriptAccepted] = []
+    with session_scope(engine or get_engine(settings)) as session:
+        for event in events:
+            tid, created = store_transcript(session, event, limits=settings.limits, now=now)
+            accepted.append(
+                TranscriptAccepted(id=tid, namespace=event.namespace, state="accepted", duplicate=not created)
+            )
+    # After commit: a lost message only delays work (beat's sweeper re-sends it), never loses it.
+    new_ids = [a.id for a in accepted if not a.duplicate]
+    send(new_ids)
+    for a in accepted:
+        log.info("transcript.accepted", transcript_id=str(a.id), namespace=a.namespace, duplicate=a.duplicate)
+    return accepted
+
+
+def publish_transcript(
+    event: TranscriptIn | dict[str, Any], *, settings: Settings | None = None, engine: Engine | None = None
+) -> TranscriptAccepted:
+    """Publish one conversation-end (or turn-threshold) event: the Python entry point for agents."""
+    parsed = event if isinstance(event, TranscriptIn) else parse_event(event)
+    return publish_transcripts([parsed], settings=settings, engine=engine)[0]
+
+
+def read_events_file(path: str, *, namespace: str | None = None) -> list[TranscriptIn]:
+    """Parse a JSON (object or list) or JSONL file of transcripts, naming the line of any problem.
+
+    Nothing is stored unless every transcript in the file is valid.
+    """
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError as exc:
+        raise InvalidInput(f"{path}: {exc.strerror}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise InvalidInput(f"{path}:{line}: invalid UTF-8 (byte {exc.start})") from None
+
+    items: list[tuple[int, Any]] = []
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InvalidInput(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+        items = [(0, d) for d in data]
+    else:
+        try:
+            items = [(0, json.loads(text))] if stripped.startswith("{") and "\n{" not in stripped else []
+        except json.JSONDecodeError:
+            items = []
+        if not items:
+            for lineno, line in enumerate(text.splitlines(), start=1):
+                if not line.strip():
+                    continue
+                try:
+                    items.append((lineno, json.loads(line)))
+                except json.JSONDecodeError as exc:
+                    raise InvalidInput(f"{path}:{lineno}: invalid JSON: {exc.msg}") from None
+    if not items:
+        raise InvalidInput(f"{path}: no transcripts found")
+
+    events: list[TranscriptIn] = []
+    for idx, (lineno, item) in enumerate(items):
+        where = f"{path}:{lineno}" if lineno else f"{path}[{idx}]"
+        if not isinstance(item, dict):
+            raise InvalidInput(f"{where}: expected a JSON object")
+        if namespace is not None:
+            item = {**item, "namespace": namespace}
+        try:
+            events.append(parse_event(item))
+        except InvalidInput as exc:
+            raise InvalidInput(f"{where}: {exc}") from None
+    return events

@@ -1,0 +1,92 @@
+"""Reading memories: list, get with provenance and history, vector search. Used by the API and the CLI."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from hindsight.db.repositories import (
+    AuditRepository,
+    ConflictRepository,
+    EpisodeRepository,
+    MemoryRepository,
+    ProvenanceRepository,
+)
+from hindsight.errors import InvalidInput, NotFound
+from pipeline.base import Embedder
+from schemas.memories import (
+    AuditRead,
+    ConflictRead,
+    EpisodeRead,
+    MemoryDetail,
+    MemoryPage,
+    MemoryRead,
+    ProvenanceRead,
+    SearchHit,
+    SearchResult,
+)
+from schemas.pipeline import MemoryState
+
+DEFAULT_SEARCH_STATES = ("active", "stale")
+MAX_QUERY_CHARS = 2000
+
+
+def list_memories(
+    session: object,
+    namespace: str,
+    *,
+    states: Sequence[str] | None = None,
+    kinds: Sequence[str] | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> MemoryPage:
+    rows, total = MemoryRepository(session).list(  # type: ignore[arg-type]
+        namespace, states=states, kinds=kinds, limit=limit, offset=offset
+    )
+    return MemoryPage(items=[MemoryRead.model_validate(r) for r in rows], total=total, limit=limit, offset=offset)
+
+
+def get_memory(session: object, namespace: str, memory_id: uuid.UUID) -> MemoryDetail:
+    row = MemoryRepository(session).get(namespace, memory_id)  # type: ignore[arg-type]
+    if row is None:
+        raise NotFound(f"memory {memory_id} not found")
+    return MemoryDetail(
+        **MemoryRead.model_validate(row).model_dump(),
+        provenance=[ProvenanceRead.model_validate(p) for p in ProvenanceRepository(session).for_memory(row.id)],  # type: ignore[arg-type]
+        history=[AuditRead.model_validate(a) for a in AuditRepository(session).history(row.id)],  # type: ignore[arg-type]
+        conflicts=[ConflictRead.model_validate(c) for c in ConflictRepository(session).for_memory(row.id)],  # type: ignore[arg-type]
+    )
+
+
+def search_memories(
+    session: object,
+    namespace: str,
+    query: str,
+    *,
+    embedder: Embedder,
+    top_k: int,
+    states: Sequence[str] = DEFAULT_SEARCH_STATES,
+    record_access: bool = True,
+) -> SearchResult:
+    """Vector similarity within one namespace (hybrid retrieval comes later)."""
+    query = query.strip()
+    if not query:
+        raise InvalidInput("query is empty")
+    if len(query) > MAX_QUERY_CHARS:
+        raise InvalidInput(f"query has {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
+    for s in states:
+        if s not in MemoryState.__members__:
+            raise InvalidInput(f"unknown state {s!r}")
+    vector = embedder.embed([query])[0]
+    repo = MemoryRepository(session)  # type: ignore[arg-type]
+    found = repo.vector_search(namespace, vector, states=states, limit=top_k)
+    if record_access and found:
+        repo.touch_accessed([r.id for r, _ in found], datetime.now(UTC))
+    return SearchResult(
+        query=query, hits=[SearchHit(memory=MemoryRead.model_validate(r), score=round(s, 4)) for r, s in found]
+    )
+
+
+def list_episodes(session: object, namespace: str, *, limit: int = 50, offset: int = 0) -> list[EpisodeRead]:
+    return [EpisodeRead.model_validate(e) for e in EpisodeRepository(session).list(namespace, limit, offset)]  # type: ignore[arg-type]

@@ -1,0 +1,87 @@
+"""The Celery app, configured for at-least-once delivery over Redis.
+
+- acks_late + task_reject_on_worker_lost: a message is acknowledged only after its task finished, so a
+  killed worker's task is redelivered; tasks are idempotent (Postgres state), so redelivery is safe.
+- prefetch 1: a worker holds at most one unacknowledged message per process.
+- visibility_timeout longer than the slowest task: Redis redelivers only what was really lost; retry
+  countdowns stay under half of it.
+- One beat process schedules the periodic jobs; their database locks make a second beat harmless.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from celery import Celery
+
+from hindsight.config import Settings, get_settings
+
+TASK_MODULES = ["workers.tasks", "workers.signals"]
+
+
+def resolve_redis_url(settings: Settings) -> str:
+    """The configured Redis, or the embedded one in data_dir/redis (started if it is not running)."""
+    if settings.redis_url:
+        return settings.redis_url
+    from hindsight.embedded import start_redis
+
+    sock = (settings.data_dir / "redis" / "redis.sock").resolve()
+    if sock.exists():
+        import redis
+
+        try:
+            redis.Redis(unix_socket_path=str(sock)).ping()
+            return f"redis+socket://{sock}"
+        except redis.RedisError:
+            pass
+    return start_redis(settings.data_dir / "redis").url
+
+
+def redis_client(url: str):  # type: ignore[no-untyped-def]
+    """A redis-py client for a Celery-style URL (redis://, rediss://, redis+socket://, unix://)."""
+    import redis
+
+    if url.startswith("redis+socket://"):
+        path = url[len("redis+socket://"):].split("?", 1)[0]
+        return redis.Redis(unix_socket_path=path)
+    return redis.Redis.from_url(url)
+
+
+def create_app(settings: Settings) -> Celery:
+    broker = resolve_redis_url(settings)
+    app = Celery("hindsight", broker=broker, include=TASK_MODULES)
+    app.conf.update(
+        task_default_queue="hindsight",
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        task_acks_on_failure_or_timeout=True,
+        task_ignore_result=True,
+        task_serializer="json",
+        accept_content=["json"],
+        worker_prefetch_multiplier=1,
+        worker_hijack_root_logger=False,
+        worker_redirect_stdouts=False,
+        worker_cancel_long_running_tasks_on_connection_loss=True,
+        broker_connection_retry_on_startup=True,
+        broker_connection_max_retries=None,
+        broker_transport_options={"visibility_timeout": settings.worker.visibility_timeout_seconds},
+        beat_schedule={
+            "lifecycle": {"task": "lifecycle.run", "schedule": settings.beat.lifecycle_interval_seconds},
+            "sweep": {"task": "transcripts.sweep", "schedule": settings.beat.sweep_interval_seconds},
+            "idle-sessions": {
+                "task": "sessions.close_idle",
+                "schedule": settings.beat.idle_sessions_interval_seconds,
+            },
+        },
+        timezone="UTC",
+        enable_utc=True,
+    )
+    return app
+
+
+@lru_cache(maxsize=1)
+def get_app() -> Celery:
+    return create_app(get_settings())
+
+
+app = get_app()
