@@ -88,7 +88,7 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         configure_logging(settings)
         from hindsight.embeddings import build_embedder
-        from workers.celery_app import resolve_redis_url
+        from hindsight.broker import resolve_redis_url
 
         app.state.hs = State(
             settings=settings,
@@ -151,7 +151,7 @@ def _routes(app: FastAPI) -> None:
     @app.get("/readyz", tags=["health"])
     def readyz(state: StateDep) -> JSONResponse:
         """Readiness: PostgreSQL and Redis answer."""
-        from workers.celery_app import redis_client
+        from hindsight.broker import redis_client
 
         checks: dict[str, str] = {}
         try:
@@ -262,7 +262,7 @@ def _routes(app: FastAPI) -> None:
 
 def _sessions(state: State) -> SessionStore:
     from hindsight.services.ingest import publish_transcript
-    from workers.celery_app import redis_client
+    from hindsight.broker import redis_client
 
     return SessionStore(
         redis=redis_client(state.redis_url),

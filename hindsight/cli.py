@@ -21,6 +21,11 @@ console = Console(stderr=True)
 out = Console()
 
 
+WaitOption = Annotated[
+    float, typer.Option("--wait", help="Seconds to wait (with backoff) for PostgreSQL/Redis to accept connections.")
+]
+
+
 def _fail(message: str, code: int = 2) -> typer.Exit:
     console.print(f"[red]error:[/red] {message}")
     return typer.Exit(code)
@@ -43,25 +48,32 @@ def up(
 def worker(
     concurrency: Annotated[int | None, typer.Option(help="Worker processes (default worker.concurrency).")] = None,
     loglevel: Annotated[str, typer.Option()] = "INFO",
+    wait: WaitOption = 60,
 ) -> None:
     """Run a Celery worker (distillation and beat's jobs)."""
     from hindsight.logging import configure_logging
+    from hindsight.readiness import wait_for_services
     from workers.celery_app import get_app
 
     settings = get_settings()
     configure_logging(settings)
+    wait_for_services(settings, timeout=wait)
     argv = ["worker", f"--loglevel={loglevel}", "-Q", "hindsight", "-c", str(concurrency or settings.worker.concurrency)]
     get_app().worker_main(argv)
 
 
 @app.command()
-def beat(loglevel: Annotated[str, typer.Option()] = "INFO") -> None:
+def beat(loglevel: Annotated[str, typer.Option()] = "INFO", wait: WaitOption = 60) -> None:
     """Run the Celery beat scheduler (run exactly one; a second is harmless but useless)."""
+    from hindsight.logging import configure_logging
+    from hindsight.readiness import wait_for_services
     from workers.celery_app import get_app
 
     settings = get_settings()
+    configure_logging(settings)
+    wait_for_services(settings, timeout=wait, postgres=False)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    schedule = settings.data_dir / "beat-schedule"
+    schedule = settings.beat_schedule_file
     get_app().start(["beat", f"--loglevel={loglevel}", "-s", str(schedule)])
 
 
@@ -69,11 +81,17 @@ def beat(loglevel: Annotated[str, typer.Option()] = "INFO") -> None:
 def api(
     host: Annotated[str | None, typer.Option()] = None,
     port: Annotated[int | None, typer.Option()] = None,
+    wait: WaitOption = 60,
 ) -> None:
     """Serve the HTTP API (OpenAPI at /docs)."""
     import uvicorn
 
+    from hindsight.logging import configure_logging
+    from hindsight.readiness import wait_for_services
+
     settings = get_settings()
+    configure_logging(settings)
+    wait_for_services(settings, timeout=wait)
     uvicorn.run(
         "api.app:app_factory",
         factory=True,
@@ -85,11 +103,13 @@ def api(
 
 
 @app.command()
-def migrate(revision: Annotated[str, typer.Argument()] = "head") -> None:
+def migrate(revision: Annotated[str, typer.Argument()] = "head", wait: WaitOption = 60) -> None:
     """Upgrade the database schema (Alembic) to REVISION."""
     from hindsight.db import migrate as m
     from hindsight.db.engine import resolve_database_url
+    from hindsight.readiness import wait_for_services
 
+    wait_for_services(get_settings(), timeout=wait, redis=False)
     m.upgrade(resolve_database_url(), revision)
     console.print(f"database at revision {revision}")
 

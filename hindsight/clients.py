@@ -21,7 +21,9 @@ def build_backend(settings: Settings) -> LanguageBackend:
         from hindsight.llm import OpenAICompatibleClient
         from pipeline.llm_backend import LLMBackend
 
-        return LLMBackend(OpenAICompatibleClient.from_settings(settings.llm))
+        return LLMBackend(
+            OpenAICompatibleClient.from_settings(settings.llm), max_transcript_chars=settings.llm.max_transcript_chars
+        )
     from pipeline.offline import OfflineDistiller
 
     return OfflineDistiller()

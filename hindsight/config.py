@@ -198,6 +198,11 @@ class Settings(BaseSettings):
         return v
 
     @property
+    def beat_schedule_file(self) -> Path:
+        """Where beat keeps its schedule state (the compose health check looks for it)."""
+        return self.data_dir / "beat-schedule"
+
+    @property
     def json_logs(self) -> bool:
         return self.log_json if self.log_json is not None else self.env != "dev"
 

@@ -14,37 +14,10 @@ from functools import lru_cache
 
 from celery import Celery
 
+from hindsight.broker import resolve_redis_url
 from hindsight.config import Settings, get_settings
 
 TASK_MODULES = ["workers.tasks", "workers.signals"]
-
-
-def resolve_redis_url(settings: Settings) -> str:
-    """The configured Redis, or the embedded one in data_dir/redis (started if it is not running)."""
-    if settings.redis_url:
-        return settings.redis_url
-    from hindsight.embedded import start_redis
-
-    sock = (settings.data_dir / "redis" / "redis.sock").resolve()
-    if sock.exists():
-        import redis
-
-        try:
-            redis.Redis(unix_socket_path=str(sock)).ping()
-            return f"redis+socket://{sock}"
-        except redis.RedisError:
-            pass
-    return start_redis(settings.data_dir / "redis").url
-
-
-def redis_client(url: str):  # type: ignore[no-untyped-def]
-    """A redis-py client for a Celery-style URL (redis://, rediss://, redis+socket://, unix://)."""
-    import redis
-
-    if url.startswith("redis+socket://"):
-        path = url[len("redis+socket://"):].split("?", 1)[0]
-        return redis.Redis(unix_socket_path=path)
-    return redis.Redis.from_url(url)
 
 
 def create_app(settings: Settings) -> Celery:

@@ -19,7 +19,8 @@ from hindsight.errors import NotFound, PermanentError, TransientError
 from hindsight.services import distill, lifecycle
 from hindsight.services.ingest import publish_transcript
 from hindsight.services.sessions import SessionStore
-from workers.celery_app import app, redis_client, resolve_redis_url
+from hindsight.broker import redis_client, resolve_redis_url
+from workers.celery_app import app
 
 log = structlog.get_logger(__name__)
 
