@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 
 from sqlalchemy import Engine, select
@@ -20,7 +20,11 @@ def list_dead_letters(*, namespace: str | None = None, engine: Engine | None = N
 
 
 def requeue_dead_letters(
-    *, ids: Sequence[uuid.UUID] | None, namespace: str | None = None, engine: Engine | None = None
+    *,
+    ids: Sequence[uuid.UUID] | None,
+    namespace: str | None = None,
+    engine: Engine | None = None,
+    send: Callable[[Iterable[uuid.UUID]], int] = send_distill,
 ) -> list[uuid.UUID]:
     """Reset dead transcripts to `accepted` with a fresh attempt budget, commit, then send them."""
     now = datetime.now(UTC)
@@ -38,5 +42,5 @@ def requeue_dead_letters(
             row.enqueued_at = now
             row.updated_at = now
         requeued = [r.id for r in rows]
-    send_distill(requeued)
+    send(requeued)
     return requeued
