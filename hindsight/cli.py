@@ -128,7 +128,7 @@ def ingest(
     except HindsightError as exc:
         raise _fail(str(exc)) from None
     for a in accepted:
-        out.print(json.dumps({"id": str(a.id), "namespace": a.namespace, "duplicate": a.duplicate}))
+        typer.echo(json.dumps({"id": str(a.id), "namespace": a.namespace, "duplicate": a.duplicate}))
     console.print(f"accepted {sum(not a.duplicate for a in accepted)} transcript(s), "
                   f"{sum(a.duplicate for a in accepted)} already known")
 
@@ -207,7 +207,7 @@ def lifecycle(
 
     settings = get_settings()
     report = run_lifecycle(get_engine(settings), settings.lifecycle, now=datetime.fromisoformat(now) if now else None)
-    out.print(json.dumps({"skipped": report.skipped, "stale": report.stale, "archived": report.archived,
+    typer.echo(json.dumps({"skipped": report.skipped, "stale": report.stale, "archived": report.archived,
                           "expired": report.expired}))
 
 
