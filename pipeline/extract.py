@@ -1,0 +1,838 @@
+"""Stage 2, offline: pull stable facts out of a transcript with rules (Chinese and English).
+
+Who is speaking decides what may be remembered:
+- user turns produce facts about the user (or about the third person a clause names);
+- an assistant claim about the user becomes a fact only when the user's next turn confirms it;
+- tool/system text never becomes a user fact; an injection attempt leaves at most a quarantined observation.
+
+Each user sentence is split into clauses and every clause is judged on its own (question, request,
+time-bound or mood → dropped), so one sentence can yield a stable fact and lose its transient half.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from pipeline import extract_lexicon as lx
+from pipeline.secrets import MARKER_RE, describe_secret, redact_secrets
+from pipeline.text import (
+    Lang,
+    core_negated,
+    detect_lang,
+    has_change_cue,
+    has_cjk,
+    normalize,
+    reply_kind,
+    split_clauses,
+    split_sentences,
+    strip_code,
+)
+from schemas.pipeline import CandidateFact, MemoryKind, MemoryState, Role, Source, Transcript, Turn
+
+MAX_VALUE_CHARS = 240
+
+
+@dataclass(frozen=True)
+class Subject:
+    """Who a clause is about: the user, or a named/related third person."""
+
+    relation: str = "user"
+    name: str | None = None
+
+    @property
+    def is_user(self) -> bool:
+        return self.relation == "user"
+
+    def key_prefix(self) -> str:
+        if self.is_user:
+            return "user"
+        if self.name:
+            return f"{self.relation}:{_slug(self.name)}"
+        return self.relation
+
+
+USER = Subject()
+OTHERS = Subject("others")
+"""Unnamed other people ("他们", "they"): nothing is kept about them."""
+IDENTITY = lx.Attribute("identity", MemoryKind.relationship, None, None)
+NAME = next(a for a in lx.ATTRIBUTES if a.name == "name")
+
+
+@dataclass
+class _Draft:
+    key: str
+    kind: MemoryKind
+    parts: list[str]
+    turn_ids: list[str]
+    confidence: float
+    subject: Subject
+    negated: list[bool]
+    supersedes: bool
+    lang: Lang
+    source: Source = Source.user
+    state: MemoryState = MemoryState.active
+
+
+@dataclass
+class _Context:
+    """What the extractor remembers while walking one transcript."""
+
+    persons: dict[str, Subject] = field(default_factory=dict)
+    last_person: Subject | None = None
+    drafts: list[_Draft] = field(default_factory=list)
+
+
+# --- small helpers ---------------------------------------------------------------------------------------
+
+
+def _slug(text: str) -> str:
+    s = re.sub(r"[^0-9a-z\u4e00-\u9fff]+", "_", normalize(text).lower()).strip("_")
+    return s[:32] or "x"
+
+
+def _clean_turn(text: str) -> str:
+    # Ingest redacts already; redacting again costs little and keeps values safe for direct callers.
+    return normalize(redact_secrets(strip_code(text)).text)
+
+
+def _strip_discourse(clause: str) -> str:
+    prev = None
+    while prev != clause:
+        prev = clause
+        clause = lx.ZH_DISCOURSE.sub("", clause, count=1) if has_cjk(clause[:3]) else clause
+        clause = lx.EN_DISCOURSE.sub("", clause, count=1)
+        clause = clause.strip(" ,，。.!！:：;；—-")
+    return clause
+
+
+def _is_question(clause: str) -> bool:
+    return bool(lx.ZH_QUESTION.search(clause) or lx.EN_QUESTION.search(clause))
+
+
+def _is_request(clause: str) -> bool:
+    return bool(lx.ZH_REQUEST.search(clause) or lx.EN_REQUEST.search(clause))
+
+
+def _is_time_bound(clause: str) -> bool:
+    return bool(lx.ZH_TIME_TRANSIENT.search(clause) or lx.EN_TIME_TRANSIENT.search(clause))
+
+
+def _is_mood(clause: str) -> bool:
+    return bool(lx.ZH_MOOD.search(clause) or lx.EN_MOOD.search(clause))
+
+
+def _is_smalltalk(clause: str) -> bool:
+    return len(clause) <= 1 or bool(lx.ZH_SMALLTALK.search(clause) or lx.EN_SMALLTALK.search(clause))
+
+
+def _is_standing(sentence: str) -> bool:
+    return bool(lx.ZH_STANDING.search(sentence) or lx.EN_STANDING.search(sentence))
+
+
+def _match_attribute(clause: str) -> lx.Attribute | None:
+    zh = has_cjk(clause)
+    for attr in lx.ATTRIBUTES:
+        if (zh and attr.zh and attr.zh.search(clause)) or (attr.en and attr.en.search(clause)):
+            return attr
+    return None
+
+
+_LATIN_NOUN_RE = re.compile(r"\b[A-Za-z][A-Za-z0-9+#.\-]{1,}\b")
+_GENERIC_EN = frozenset(
+    [
+        "user",
+        "user's",
+        "i",
+        "i'm",
+        "i've",
+        "my",
+        "we",
+        "our",
+        "the",
+        "a",
+        "an",
+        "is",
+        "are",
+        "am",
+        "be",
+        "to",
+        "of",
+        "and",
+        "or",
+        "for",
+        "in",
+        "on",
+        "at",
+        "it",
+        "this",
+        "that",
+        "with",
+        "have",
+        "has",
+        "like",
+        "love",
+        "hate",
+        "prefer",
+        "want",
+        "always",
+        "usually",
+        "every",
+        "often",
+        "never",
+        "not",
+        "don't",
+        "do",
+        "does",
+        "really",
+        "just",
+        "also",
+        "most",
+        "much",
+        "more",
+        "less",
+        "very",
+        "so",
+        "but",
+        "then",
+        "than",
+        "too",
+        "when",
+        "what",
+        "where",
+        "mostly",
+        "pretty",
+        "fine",
+        "good",
+        "great",
+        "thing",
+        "things",
+        "stuff",
+        "way",
+        "time",
+        "times",
+        "day",
+        "days",
+        "week",
+        "weeks",
+        "morning",
+        "mornings",
+        "night",
+    ]
+)
+
+
+def _salient_noun(clause: str) -> str:
+    """A deterministic noun to name a key when no attribute is specific enough."""
+    for m in _LATIN_NOUN_RE.finditer(clause):
+        w = m.group(0).lower().strip(".-")
+        if w not in _GENERIC_EN and not lx.EN_RELATIONS.get(w):
+            return _slug(w)
+    if has_cjk(clause):
+        import jieba.posseg as pseg
+
+        for word, flag in pseg.lcut(clause):
+            if (
+                flag
+                and flag[0] == "n"
+                and has_cjk(word)
+                and word not in {"用户", "我", "我们"}
+                and len(word) >= 2
+            ):
+                return _slug(word)
+        for word, flag in pseg.lcut(clause):
+            if flag and flag[0] == "v" and len(word) >= 2:
+                return _slug(word)
+    return "misc"
+
+
+def _key_for(subject: Subject, attr: lx.Attribute, clause: str) -> str:
+    name = attr.name
+    if name.endswith(".*"):
+        name = name[:-2] + "." + _salient_noun(clause)
+    return f"{subject.key_prefix()}.{name}"
+
+
+# --- subjects ----------------------------------------------------------------------------------------------
+
+_ZH_REL_RE = re.compile(
+    r"^(?:我的?|俺的?)(" + "|".join(sorted(lx.ZH_RELATIONS, key=len, reverse=True)) + r")(?:叫)?"
+)
+_EN_REL_RE = re.compile(
+    r"^(?:and |also |but )?(?:my|our) (?:\w+ )?("
+    + "|".join(sorted((re.escape(r) for r in lx.EN_RELATIONS), key=len, reverse=True))
+    + r")\b(?:,? (?:is |named |called )?(?-i:((?:(?:Dr|Mr|Mrs|Ms|Prof)\. )?[A-Z][a-z]+(?: [A-Z][a-z]+)?)))?",
+    re.I,
+)
+_EN_NAME_SUBJECT_RE = re.compile(r"^((?:(?:Dr|Mr|Mrs|Ms)\. )?[A-Z][a-z]+(?: [A-Z][a-z]+)?)(?:'s)?\s+(.*)$")
+_EN_NOT_NAMES = frozenset(
+    [
+        "I",
+        "The",
+        "This",
+        "That",
+        "It",
+        "My",
+        "Our",
+        "We",
+        "You",
+        "He",
+        "She",
+        "They",
+        "There",
+        "Here",
+        "Also",
+        "And",
+        "But",
+        "So",
+        "Then",
+        "Just",
+        "Not",
+        "No",
+        "Yes",
+        "Ok",
+        "Okay",
+        "Thanks",
+        "Python",
+        "Go",
+        "Java",
+        "Rust",
+        "Postgres",
+        "PostgreSQL",
+        "Ubuntu",
+        "Windows",
+        "Linux",
+        "Monday",
+        "Tuesday",
+        "Wednesday",
+        "Thursday",
+        "Friday",
+        "Saturday",
+        "Sunday",
+        "English",
+        "Chinese",
+        "Spanish",
+        "British",
+        "American",
+        "Pro",
+        "Sure",
+        "Good",
+        "Great",
+        "Nice",
+        "Perfect",
+    ]
+)
+
+
+def _zh_name_after(text: str) -> str | None:
+    name = ""
+    for ch in text:
+        if not has_cjk(ch) or ch in lx.ZH_NAME_STOP or len(name) >= 3:
+            break
+        name += ch
+    return name if len(name) >= 2 else None
+
+
+def _detect_subject(clause: str, ctx: _Context) -> Subject | None:
+    """The subject a clause names explicitly, or None when it continues the previous clause's subject."""
+    c = clause.strip()
+    if has_cjk(c):
+        m = _ZH_REL_RE.match(c)
+        if m:
+            relation = lx.ZH_RELATIONS[m.group(1)]
+            name = _zh_name_after(c[m.end() :])
+            return _register(ctx, Subject(relation, name))
+        for known, subj in ctx.persons.items():
+            if c.startswith(known):
+                ctx.last_person = subj
+                return subj
+        if c[:2] in {"他们", "她们"}:
+            return OTHERS
+        if c[:1] in {"他", "她"}:
+            return ctx.last_person or OTHERS
+        m2 = re.match(r"^([老小阿][\u4e00-\u9fff])(?:（[^）]*）|\([^)]*\))?", c)
+        if m2 and lx.ZH_PERSON_VERBS.match(c[m2.end() :]) and _is_person_name(m2.group(1)):
+            return _register(ctx, Subject("person", m2.group(1)))
+        if c[:1] in lx.ZH_SURNAMES:
+            for n in (3, 2):
+                if len(c) > n and lx.ZH_PERSON_VERBS.match(c[n:]) and _is_person_name(c[:n]):
+                    return _register(ctx, Subject("person", c[:n]))
+        if "我" in c or "俺" in c:
+            return USER
+        return None
+    m = _EN_REL_RE.match(c)
+    if m:
+        relation = lx.EN_RELATIONS[m.group(1).lower()]
+        name = m.group(2)
+        if name and name.split()[0] in _EN_NOT_NAMES:
+            name = None
+        return _register(ctx, Subject(relation, name))
+    first = c.split(" ", 1)[0].strip(",")
+    for known, subj in ctx.persons.items():
+        if c.startswith(known) or first == known.split(" ")[0]:
+            ctx.last_person = subj
+            return subj
+    if re.match(r"^(?:she|he)\b", c, re.I):
+        return ctx.last_person or OTHERS
+    if re.match(r"^they\b", c, re.I):
+        return OTHERS
+    m3 = _EN_NAME_SUBJECT_RE.match(c)
+    if m3 and m3.group(1).split()[0] not in _EN_NOT_NAMES:
+        rest = m3.group(2)
+        possessive_is = c[len(m3.group(1)) :].startswith("'s ") and re.match(
+            r"(?:in|at|on|a|an|the|\d)\b", rest
+        )
+        if possessive_is or lx.EN_PERSON_VERBS.match(rest):
+            return _register(ctx, Subject("person", m3.group(1)))
+    if re.search(r"\b(?:I|I'm|I've|I'd|I'll|my|me|we|we're|our|us)\b", c):
+        return USER
+    return None
+
+
+def _is_person_name(word: str) -> bool:
+    """jieba's part-of-speech tag decides whether 老王/方向/白天 is a person's name."""
+    import jieba.posseg as pseg
+
+    tokens = pseg.lcut(word)
+    return (
+        len(tokens) == 1
+        and tokens[0].flag == "nr"
+        or (
+            len(word) == 2
+            and word[0] in "老小阿"
+            and all(t.flag in {"nr", "n", "ng"} for t in tokens[1:2])
+            and tokens[0].flag != "n"
+        )
+    )
+
+
+def _mentions_other(clause: str, ctx: _Context) -> bool:
+    if re.search(r"[他她]|\b(?:him|her|he|she|they|them)\b", clause, re.I):
+        return True
+    return any(name in clause for name in ctx.persons)
+
+
+def _register(ctx: _Context, subject: Subject) -> Subject:
+    if subject.name:
+        known = ctx.persons.get(subject.name)
+        # Keep the most specific relation seen for a name ("my daughter Maya" beats a bare "Maya").
+        if known is None or known.relation == "person":
+            ctx.persons[subject.name] = subject
+        subject = ctx.persons[subject.name]
+    ctx.last_person = subject
+    return subject
+
+
+# --- rewriting into short third-person values --------------------------------------------------------------
+
+_ZH_REL_WORDS = "|".join(sorted(lx.ZH_RELATIONS, key=len, reverse=True))
+_EN_PRONOUNS: list[tuple[str, str]] = [
+    (r"\bI'm\b", "User is"),
+    (r"\bI am\b", "User is"),
+    (r"\bI've\b", "User has"),
+    (r"\bI'd\b", "User would"),
+    (r"\bI'll\b", "User will"),
+    (r"\bI\b", "User"),
+    (r"\bmyself\b", "themselves"),
+    (r"\bmine\b", "the user's"),
+    (r"\bMy\b", "User's"),
+    (r"\bmy\b", "the user's"),
+    (r"\bme\b", "the user"),
+    (r"\b[Ww]e're\b", "the user's team is"),
+    (r"\b[Ww]e've\b", "the user's team has"),
+    (r"\b[Ww]e\b", "the user's team"),
+    (r"\b[Oo]ur\b", "the user's"),
+    (r"\bus\b", "the user's team"),
+]
+_EN_AGREE = {
+    "do": "does",
+    "don't": "doesn't",
+    "have": "has",
+    "are": "is",
+    "were": "was",
+    "go": "goes",
+    "aren't": "isn't",
+}
+# Modals, adverbs and irregular past tenses take no third-person -s.
+_NO_S_WORDS = (
+    "can could will would should must might may did had was is has does doesn't isn't wasn't can't won't "
+    "didn't hasn't needs just also only really always usually never often still mostly pretty got went "
+    "made took saw came gave found said felt knew thought bought left ran began became kept held brought "
+    "wrote sat stood lost paid met sent built spent taught caught won told put read set let cut quit "
+    "grew drove flew ate drank"
+)
+_EN_NO_S = frozenset(_NO_S_WORDS.split())
+
+
+_EN_ADVERB = (
+    r"(?:(?:always|usually|mostly|often|never|also|still|really|just|only|pretty much|generally|normally|"
+    r"typically|actually|basically|already|now|currently|personally|sometimes|rarely) )?"
+)
+
+
+def _third_person_verb(verb: str) -> str:
+    if verb in _EN_AGREE:
+        return _EN_AGREE[verb]
+    if verb in _EN_NO_S or not verb.isalpha() or not verb.islower() or verb.endswith(("ed", "ing")):
+        return verb
+    if verb.endswith("s") and not verb.endswith("ss"):
+        return verb
+    if verb.endswith(("ch", "sh", "x", "ss", "o")):
+        return verb + "es"
+    if verb.endswith("y") and len(verb) > 2 and verb[-2] not in "aeiou":
+        return verb[:-1] + "ies"
+    return verb + "s"
+
+
+def _rewrite_en(text: str, subject: Subject) -> str:
+    out = text
+    for pattern, repl in _EN_PRONOUNS:
+        out = re.sub(pattern, repl, out)
+    out = re.sub(
+        r"\b(User|the user's team) (" + _EN_ADVERB + r")([a-z']+)\b",
+        lambda m: f"{m.group(1)} {m.group(2)}{_third_person_verb(m.group(3))}",
+        out,
+    )
+    if not subject.is_user and subject.name:
+        out = re.sub(r"^(?:she|he)\b", subject.name, out, flags=re.I)
+    if subject.is_user and not re.search(r"\b[Uu]ser\b|\bthe user\b", out):
+        out = "User: " + out
+    out = out.strip(" ,;:")
+    return out[:1].upper() + out[1:]
+
+
+def _rewrite_zh(text: str, subject: Subject) -> str:
+    # "自我" (self-) is not the pronoun 我: park it while the pronouns are rewritten.
+    out = text.replace("自我", "自\0").replace("我们家", "用户家")
+    out = out.replace("咱们", "用户团队").replace("我们", "用户团队")
+    out = out.replace("我的", "用户的").replace("俺", "用户").replace("我", "用户")
+    out = re.sub(r"用户(?=(?:" + _ZH_REL_WORDS + r"))", "用户的", out)
+    out = re.sub(r"[哈呀啦嘛哦喔呗]+$", "", out).strip(" ，,。").replace("\0", "我")
+    if not subject.is_user and subject.name and out[:1] in {"他", "她"}:
+        out = subject.name + out[1:]
+    if subject.is_user and "用户" not in out:
+        out = ("用户" if has_cjk(out[:1]) else "用户：") + out
+    return out
+
+
+def _rewrite(text: str, subject: Subject, lang: Lang) -> str:
+    # The turn's language decides: a Latin-only clause in a Chinese turn still reads as Chinese.
+    return _rewrite_zh(text, subject) if lang == "zh" or has_cjk(text) else _rewrite_en(text, subject)
+
+
+def _scrub_secrets(value: str, lang: Lang) -> str:
+    """A value may say a secret exists, never what it is (markers carry no value, but read badly)."""
+    if not MARKER_RE.search(value):
+        return value
+    kinds = list(dict.fromkeys(MARKER_RE.findall(value)))
+    # Keep the variable a secret was assigned to (it says what the secret is for), drop the rest.
+    names = re.findall(r"([A-Za-z][\w.\-]*)\s*[=:：]\s*[\"']?\[REDACTED:", value)
+    value = re.sub(r"(?:[A-Za-z][\w.\-]*\s*[=:：]\s*[\"']?)?\[REDACTED:[a-z_]+\][\"']?", "", value)
+    value = re.sub(r"\s{2,}", " ", value).strip(" ,，:：=;；")
+    if lang == "zh":
+        words = "、".join(describe_secret(k, "zh") for k in kinds)
+    else:
+        words = ", ".join(describe_secret(k, "en") for k in kinds)
+    if names:
+        words += f" ({', '.join(dict.fromkeys(names))})"
+    return (
+        f"{value}（提到了{words}，值已隐去）"
+        if lang == "zh"
+        else f"{value} (mentions {words}; value withheld)"
+    )
+
+
+def _polarity(clause: str) -> bool:
+    return core_negated(clause)
+
+
+# --- the walk ------------------------------------------------------------------------------------------
+
+
+def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_conf: float) -> None:
+    sentence = _strip_discourse(sentence)
+    explicit = False
+    for pattern in (lx.ZH_REMEMBER, lx.EN_REMEMBER):
+        stripped = pattern.sub("", sentence, count=1)
+        if stripped != sentence:
+            explicit, sentence = True, _strip_discourse(stripped)
+    # Short lead-ins before a colon ("两个习惯:", "Context first:") say nothing themselves.
+    lead = re.match(
+        r"^([^:]{1,14}):\s*(.{6,})$" if has_cjk(sentence) else r"^([^:]{1,32}):\s*(.{6,})$", sentence
+    )
+    if lead and _match_attribute(lead.group(1)) is None:
+        sentence = _strip_discourse(lead.group(2))
+    if not sentence:
+        return
+    _name_fact(sentence, turn, lang, ctx, base_conf)
+    repeated = bool(lx.ZH_REPEAT.search(sentence) or lx.EN_REPEAT.search(sentence))
+    conf = min(0.95, base_conf + (0.15 if explicit else 0.0) + (0.05 if repeated else 0.0))
+
+    # A standing instruction ("以后叫我…", "if it rains, remind me…", "always CC …") is kept whole:
+    # its request form is the point, and it holds beyond this conversation.
+    standing = _is_standing(sentence)
+    if (
+        standing
+        and not _is_question(sentence)
+        and not (
+            _is_time_bound(sentence)
+            and not explicit
+            and not re.search(r"以后|from now on|going forward", sentence)
+        )
+    ):
+        attr = _match_attribute(sentence)
+        suffix = attr.name.rstrip(".*") if attr else "instruction"
+        subject = _detect_subject(sentence, ctx) or USER
+        if subject.is_user:
+            if attr is None or attr.name.endswith(".*"):
+                key, kind = f"user.instruction.{_slug(suffix)}", MemoryKind.preference
+            else:
+                key, kind = f"user.{attr.name}", attr.kind
+            _add(ctx, key, kind, sentence, turn, min(0.95, conf + 0.1), subject, lang)
+            return
+
+    groups: list[tuple[Subject, lx.Attribute | None, list[str]]] = []
+    subject: Subject | None = None
+    pending: list[str] = []  # attribute-less clauses waiting for the group they belong to
+    for raw in split_clauses(sentence):
+        clause = _strip_discourse(raw)
+        if not clause or _is_smalltalk(clause):
+            continue
+        if _is_question(clause) or _is_time_bound(clause):
+            continue
+        if _is_request(clause) and not (explicit or _is_standing(clause)):
+            continue
+        attr = _match_attribute(clause)
+        if attr is None and (_is_mood(clause) or lx.ZH_PLAN.search(clause) or lx.EN_PLAN.search(clause)):
+            continue
+        named = _detect_subject(clause, ctx)
+        pronoun = re.match(r"^(?:he|she|他|她)", clause, re.I)
+        if (
+            attr is None
+            and named is not None
+            and not named.is_user
+            and named.name
+            and named != subject
+            and not pronoun
+        ):
+            attr = IDENTITY  # "my lawyer, Dev Malhotra": who the person is to the user is the fact
+        if named is not None and named != subject:
+            carried = pending if subject is None and named.is_user else []
+            subject = named
+            if attr is None:
+                pending = [*carried, clause]
+                groups.append((subject, None, pending))
+                continue
+            groups.append((subject, attr, [*carried, clause]))
+            pending = []
+            continue
+        subj = subject or USER
+        if attr is None and subj.is_user and _mentions_other(clause, ctx):
+            continue  # "都是老王在管", "I'll ask him": about someone else, not the user
+        if attr is None:
+            if groups and groups[-1][0] == subj:
+                groups[-1][2].append(clause)
+            else:
+                pending.append(clause)
+            continue
+        cur = groups[-1] if groups and groups[-1][0] == subj else None
+        if cur is not None and (cur[1] is None or cur[1].name == attr.name):
+            groups[-1] = (subj, attr, cur[2] + [clause])
+        else:
+            groups.append((subj, attr, [*pending, clause] if cur is None else [clause]))
+        pending = []
+        subject = subj
+
+    for subj, attr, clauses in groups:
+        if attr is None or subj is OTHERS:
+            continue
+        core = next((c for c in clauses if _match_attribute(c) is attr), clauses[0])
+        # "不是产品，是测试" / "not a student, I teach": negated only when every attribute clause is.
+        if attr is IDENTITY:
+            negated = _polarity(core)
+        else:
+            negated = all(_polarity(c) for c in clauses if _match_attribute(c) is not None)
+        key = _key_for(subj, attr, core)
+        kind = attr.kind if subj.is_user else MemoryKind.relationship if attr.name == "role" else attr.kind
+        c = conf - (0.1 if attr.name.endswith(".*") else 0.0) - (0.05 if not subj.is_user else 0.0)
+        sep = "，" if has_cjk(core) else ", "
+        _add(ctx, key, kind, sep.join(clauses), turn, c, subj, lang, negated=negated)
+
+
+_EN_INTRO_NAME_RE = re.compile(
+    r"(?:^|[.!,]\s*)(?:hi|hello|hey)?[,!]?\s*(?:I'm|I am|this is)\s+"
+    r"((?:[A-Z][a-z]+)(?:\s+[A-Z][a-z]+)?)\b(?!')"
+)
+
+
+def _name_fact(sentence: str, turn: Turn, lang: Lang, ctx: _Context, conf: float) -> None:
+    """ "I'm Rosa Delgado, a translator" introduces a name: keep it as its own profile fact."""
+    m = _EN_INTRO_NAME_RE.search(sentence)
+    if not m or m.group(1).split()[0] in lx.EN_NOT_NAME_WORDS or m.group(1).split()[0] in _EN_NOT_NAMES:
+        return
+    _add(ctx, "user.name", MemoryKind.profile, f"User's name is {m.group(1)}", turn, conf, USER, "en")
+
+
+def _add(
+    ctx: _Context,
+    key: str,
+    kind: MemoryKind,
+    text: str,
+    turn: Turn | list[Turn],
+    confidence: float,
+    subject: Subject,
+    lang: Lang,
+    *,
+    negated: bool | None = None,
+) -> None:
+    value = _scrub_secrets(_rewrite(text, subject, lang), lang)
+    if not subject.is_user and subject.name and subject.name not in value:
+        # A clause that continues about a named person must still say who it is about.
+        value = f"{subject.name}{'' if lang == 'zh' else ': '}{value}"
+    if len(value) < 4:
+        return
+    turns = turn if isinstance(turn, list) else [turn]
+    ctx.drafts.append(
+        _Draft(
+            key=key,
+            kind=kind,
+            parts=[value],
+            turn_ids=[t.turn_id for t in turns],
+            confidence=round(max(0.05, min(confidence, 0.95)), 3),
+            subject=subject,
+            negated=[_polarity(text) if negated is None else negated],
+            supersedes=has_change_cue(text),
+            lang=lang,
+        )
+    )
+
+
+_ZH_CLAIM_RE = re.compile(r"你|您")
+_EN_CLAIM_RE = re.compile(r"\byou(?:'re| are|'ve| have|r)\b|\bas an? \w+", re.I)
+_ADVICE_RE = re.compile(
+    r"建议|可以|推荐|试试|记得|注意|should|could|try|recommend|suggest|consider|\bI'd\b|\bI'll\b", re.I
+)
+
+
+def _lift_confirmed_claims(assistant: Turn, user: Turn, ctx: _Context) -> None:
+    """An assistant guess about the user, confirmed by the user's next turn, becomes a user fact."""
+    text = _clean_turn(assistant.content)
+    for sentence in split_sentences(text):
+        claim = re.sub(r"[,，]?\s*(?:对吧|是吧|right|correct|isn't it|aren't you)?\s*[?？]$", "", sentence)
+        claim = re.sub(r"吧$|吗$", "", claim).strip()
+        if not (_ZH_CLAIM_RE.search(claim) or _EN_CLAIM_RE.search(claim)) or _ADVICE_RE.search(claim):
+            continue
+        attr = _match_attribute(claim)
+        if attr is None or attr.name.endswith(".*"):
+            continue
+        lang = detect_lang(claim)
+        if has_cjk(claim):
+            value = claim.replace("你们", "用户团队").replace("您", "用户").replace("你", "用户")
+        else:
+            value = re.sub(r"\byou're\b|\byou are\b", "User is", claim, flags=re.I)
+            value = re.sub(r"\byou've\b|\byou have\b", "User has", value, flags=re.I)
+            value = re.sub(r"\byour\b", "the user's", value, flags=re.I)
+            value = re.sub(r"\byou\b", "the user", value, flags=re.I)
+        _add(ctx, f"user.{attr.name}", attr.kind, value, [assistant, user], 0.65, USER, lang)
+
+
+_INJECTION_RE = re.compile(
+    r"remember|preference|prefers|from now on|always|"
+    r"ignore (?:all|previous|prior)|instruction|assistant|\bAI\b|"
+    r"memory|system|记住|偏好|首选|以后|忽略|致AI|AI助手|系统提示|同步|指定|授权|请以此为准|记忆",
+    re.I,
+)
+
+
+def _tool_observation(turn: Turn, ctx: _Context) -> None:
+    """Tool text that tries to talk to the assistant's memory leaves a quarantined, payload-free trace."""
+    text = normalize(turn.content)
+    if not _INJECTION_RE.search(text):
+        return
+    name = _slug(turn.name or turn.role.value)
+    if any(d.key == f"observation.{name}" for d in ctx.drafts):
+        return
+    lang = detect_lang(text)
+    who = turn.name or turn.role.value
+    value = (
+        f"{who} 返回的内容里有针对助手记忆的指令，已隔离，未采纳"
+        if lang == "zh"
+        else f"Text from {who} held instructions aimed at the assistant's memory; quarantined, not adopted"
+    )
+    ctx.drafts.append(
+        _Draft(
+            key=f"observation.{name}",
+            kind=MemoryKind.observation,
+            parts=[value],
+            turn_ids=[turn.turn_id],
+            confidence=0.1,
+            subject=Subject("tool", name),
+            negated=[False],
+            supersedes=False,
+            lang=lang,
+            source=Source.tool,
+            state=MemoryState.quarantined,
+        )
+    )
+
+
+def _merge_drafts(drafts: list[_Draft]) -> list[CandidateFact]:
+    """One fact per key per transcript: clauses about the same thing are parts of one memory."""
+    by_key: dict[str, _Draft] = {}
+    for d in drafts:
+        cur = by_key.get(d.key)
+        if cur is None:
+            by_key[d.key] = _Draft(**{**d.__dict__, "parts": list(d.parts), "turn_ids": list(d.turn_ids)})
+            continue
+        for p in d.parts:
+            if p not in cur.parts and not any(p in q for q in cur.parts):
+                cur.parts = [q for q in cur.parts if q not in p] + [p]
+        cur.turn_ids += [t for t in d.turn_ids if t not in cur.turn_ids]
+        cur.confidence = max(cur.confidence, d.confidence)
+        cur.negated += d.negated
+        cur.supersedes = cur.supersedes or d.supersedes
+    facts: list[CandidateFact] = []
+    for d in by_key.values():
+        sep = "；" if d.lang == "zh" else "; "
+        value = sep.join(d.parts)
+        if len(value) > MAX_VALUE_CHARS:
+            value = value[: MAX_VALUE_CHARS - 1].rstrip() + "…"
+        facts.append(
+            CandidateFact(
+                kind=d.kind,
+                key=d.key,
+                value=value,
+                source=d.source,
+                confidence=d.confidence,
+                turn_ids=d.turn_ids,
+                subject="user" if d.subject.is_user else d.subject.key_prefix(),
+                negated=all(d.negated),
+                supersedes_previous=d.supersedes,
+                state=d.state,
+            )
+        )
+    return facts
+
+
+def extract_facts(transcript: Transcript) -> list[CandidateFact]:
+    """Stable facts of one transcript, attributed to who they are about, secrets never included."""
+    ctx = _Context()
+    last_assistant: Turn | None = None
+    for turn in transcript.turns:
+        if turn.role is Role.assistant:
+            last_assistant = turn
+            continue
+        if turn.role in (Role.tool, Role.system):
+            if turn.role is Role.tool:
+                _tool_observation(turn, ctx)
+            continue
+        text = _clean_turn(turn.content)
+        if not text:
+            continue
+        if last_assistant is not None and reply_kind(text) == "confirm":
+            _lift_confirmed_claims(last_assistant, turn, ctx)
+        last_assistant = None
+        lang = detect_lang(text)
+        for sentence in split_sentences(text):
+            _sentence_drafts(sentence, turn, lang, ctx, base_conf=0.75)
+    return _merge_drafts(ctx.drafts)

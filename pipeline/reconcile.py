@@ -1,0 +1,409 @@
+"""Stages 3 and 4: conflict-detect / merge, then dedupe. Pure: facts and memories in, decisions out.
+
+Per candidate, in order (later candidates see what earlier ones did):
+1. Compare with memories of the same key first; only when none matches, fall back to embedding
+   neighbours (cosine = dot product, vectors are L2-normalised).
+2. Same key, same polarity, same numbers, similar text → refresh; new value adds detail → merge;
+   opposite polarity or a different value/number → supersede on a change-of-state cue or a strong
+   explicit contradiction, else conflict (old confidence lowered). Pinned memories are never superseded.
+3. A neighbour ≥ threshold refreshes only with the same polarity and the same numbers: "not allergic to
+   penicillin" never merges into "allergic to penicillin", whatever the cosine says.
+Quarantined (and tool-sourced) candidates never touch active memories.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+
+from pipeline.text import content_tokens, core_negated, extract_numbers, has_cjk, normalize, numbers_conflict
+from schemas.pipeline import (
+    CandidateFact,
+    EmbeddedFact,
+    ExistingMemory,
+    MemoryKind,
+    MemoryOp,
+    MemoryState,
+    Source,
+)
+
+SOURCE_CONFIDENCE_CAP: dict[Source, float] = {
+    Source.user: 0.95,
+    Source.manual: 1.0,
+    Source.assistant: 0.6,
+    Source.tool: 0.3,
+}
+CONFLICT_DECAY = 0.6
+"""A contradicted memory keeps this share of its confidence."""
+STRONG_CONTRADICTION_CONFIDENCE = 0.85
+"""An explicit ("remember: …") user statement this confident retires an opposite-polarity memory."""
+REFINEMENT_OVERLAP = 0.4
+"""Share of the old value's content that a new value must repeat to count as a refinement of it."""
+
+_LIVE = (MemoryState.active, MemoryState.stale)
+
+# Key attribute words that name the same thing ("home_city" ~ "city", "db_preference" ~ "database").
+_KEY_SYNONYMS: dict[str, str] = {
+    **dict.fromkeys(
+        ["home", "city", "address", "location", "residence", "lives", "live", "hometown_now"], "residence"
+    ),
+    **dict.fromkeys(["employer", "company", "job", "workplace", "work"], "employer"),
+    **dict.fromkeys(["sport", "sports", "exercise", "fitness", "workout", "running"], "exercise"),
+    **dict.fromkeys(["diet", "food", "eating"], "diet"),
+    **dict.fromkeys(["drink", "drinks", "beverage", "tea", "coffee"], "drink"),
+    **dict.fromkeys(["db", "database", "databases"], "database"),
+    **dict.fromkeys(["os", "operating_system"], "os"),
+    **dict.fromkeys(["phone", "mobile", "device", "devices"], "device"),
+    **dict.fromkeys(["code", "lang", "language", "programming"], "language.programming"),
+    **dict.fromkeys(
+        ["style", "answer", "answers", "reply", "response", "format", "answer_style"], "answer_style"
+    ),
+    **dict.fromkeys(["allergy", "allergies", "allergic"], "allergy"),
+    **dict.fromkeys(["hobby", "hobbies"], "hobby"),
+    **dict.fromkeys(["role", "title", "position", "occupation", "profession"], "role"),
+    **dict.fromkeys(["editor", "ide"], "editor"),
+    **dict.fromkeys(["schedule", "shift", "shifts", "hours"], "schedule"),
+}
+_KEY_FILLER = frozenset(
+    [
+        "pref",
+        "prefs",
+        "preference",
+        "preferences",
+        "current",
+        "main",
+        "primary",
+        "info",
+        "weekly",
+        "daily",
+        "usual",
+        "regular",
+        "favorite",
+        "favourite",
+    ]
+)
+
+
+def canonical_key(key: str) -> tuple[str, tuple[str, ...]]:
+    """(subject, attribute concepts) so that differently spelled keys about the same thing compare equal."""
+    key = normalize(key).lower()
+    subject, _, attr = key.partition(".")
+    concepts: list[str] = []
+    for token in re.split(r"[._\-]+", attr):
+        if not token or token in _KEY_FILLER:
+            continue
+        concept = _KEY_SYNONYMS.get(token, token)
+        if concept not in concepts:
+            concepts.append(concept)
+    return subject, tuple(concepts)
+
+
+def keys_match(a: str, b: str) -> bool:
+    return a == b or canonical_key(a) == canonical_key(b)
+
+
+@dataclass
+class _Mem:
+    """Reconcile's working copy of a memory (existing, or created earlier in this batch)."""
+
+    id: uuid.UUID
+    key: str
+    value: str
+    negated: bool
+    state: MemoryState
+    pinned: bool
+    confidence: float
+    embedding: list[float] | None
+
+
+def _cosine(a: list[float] | None, b: list[float] | None) -> float | None:
+    if not a or not b or len(a) != len(b):
+        return None
+    return float(sum(x * y for x, y in zip(a, b, strict=True)))
+
+
+_SUBJECT_WORDS_RE = re.compile(r"用户的?|\bthe user's\b|\buser's\b|\bthe user\b|\buser\b", re.I)
+
+
+def _core(text: str) -> str:
+    """Value without the subject words and punctuation, for containment checks."""
+    t = _SUBJECT_WORDS_RE.sub("", normalize(text).lower())
+    return re.sub(r"[\s\W_]+", "", t)
+
+
+def _units(text: str) -> set[str]:
+    """Overlap units: CJK characters (robust to segmentation) plus crudely stemmed English content words."""
+    t = _SUBJECT_WORDS_RE.sub(" ", normalize(text))
+    out = {ch for ch in t if has_cjk(ch) and ch not in "的了是在我你他她它们和与也都就还很有这那个一"}
+    for w in content_tokens(re.sub(r"[\u3400-\u9fff]+", " ", t)):
+        out.add(_stem(w))
+    return out
+
+
+def _stem(word: str) -> str:
+    w = re.sub(r"(?:ing|ed|es|s)$", "", word) if len(word) > 4 else word
+    return w[:-1] if len(w) > 3 and w.endswith("e") else w
+
+
+_EN_SALIENT_RE = re.compile(
+    r"(?<!^)(?<![.!?]\s)\b[A-Z][A-Za-z0-9+#.\-]*[A-Za-z0-9+#]|\b[A-Za-z]*\d[A-Za-z0-9.\-]*"
+)
+
+
+def _salient(text: str) -> set[str]:
+    """Specific tokens (names, places, products, versions) that make a value *this* value."""
+    t = _SUBJECT_WORDS_RE.sub(" ", normalize(text))
+    out = {m.group(0).lower().rstrip(".") for m in _EN_SALIENT_RE.finditer(t)}
+    if has_cjk(t):
+        import jieba.posseg as pseg
+
+        out |= {w for w, flag in pseg.lcut(t) if flag in {"nr", "ns", "nt", "nz"} and len(w) >= 2}
+    return {w for w in out if w and w not in {"user", "user's"}}
+
+
+def _shares_salient(old: set[str], new: set[str]) -> bool:
+    # "Postgres" and "PostgreSQL" are the same product: a shared prefix of 5+ letters counts.
+    return any(
+        a == b or (min(len(a), len(b)) >= 5 and (a.startswith(b) or b.startswith(a)))
+        for a in old
+        for b in new
+    )
+
+
+# Attributes that hold one value at a time: a different value there contradicts (a city, an employer).
+_SINGLE_VALUED = frozenset(
+    [
+        "residence",
+        "employer",
+        "role",
+        "name",
+        "os",
+        "diet",
+        "editor",
+        "hometown",
+        "schedule",
+        "database",
+        "device",
+        "answer_style",
+    ]
+)
+
+
+def _overlap(old: str, new: str) -> float:
+    units = _units(old)
+    return len(units & _units(new)) / len(units) if units else 0.0
+
+
+def _similarity(fact: CandidateFact, emb: list[float], mem: _Mem) -> float:
+    cos = _cosine(emb, mem.embedding)
+    if cos is not None:
+        return cos
+    a, b = _units(fact.value), _units(mem.value)
+    return len(a & b) / len(a | b) if a | b else 0.0
+
+
+def _mem_negated(mem: _Mem) -> bool:
+    # Seeded memories may carry negated=False although their text says "not"; read the text too.
+    return mem.negated or core_negated(mem.value)
+
+
+def _cap(fact: CandidateFact) -> CandidateFact:
+    cap = SOURCE_CONFIDENCE_CAP.get(fact.source, 0.95)
+    update: dict[str, object] = {}
+    if fact.confidence > cap:
+        update["confidence"] = cap
+    if (
+        fact.source is Source.tool
+        and fact.state is MemoryState.active
+        and fact.kind is not MemoryKind.observation
+    ):
+        # Tool text posing as a preference/profile fact is never allowed to go live.
+        update["state"] = MemoryState.quarantined
+    return fact.model_copy(update=update) if update else fact
+
+
+def _merge_text(old: str, new: str) -> str:
+    if _core(old) and _core(old) in _core(new):
+        return new
+    sep = "；" if has_cjk(old + new) else "; "
+    return f"{old}{sep}{new}"
+
+
+def reconcile(
+    facts: list[EmbeddedFact], existing: list[ExistingMemory], *, dedupe_threshold: float
+) -> list[MemoryOp]:
+    """Decide, for each candidate fact, whether it inserts, refreshes, merges, conflicts or supersedes."""
+    pool = [
+        _Mem(m.id, m.key, m.value, m.negated, m.state, m.pinned, m.confidence, m.embedding) for m in existing
+    ]
+    ops: list[MemoryOp] = []
+    for ef in facts:
+        fact = _cap(ef.fact)
+        op = _decide(fact, ef.embedding, pool, dedupe_threshold)
+        ops.append(op)
+        _apply(op, pool)
+    return ops
+
+
+def _decide(fact: CandidateFact, emb: list[float], pool: list[_Mem], threshold: float) -> MemoryOp:
+    untrusted = fact.state is MemoryState.quarantined or fact.source is Source.tool
+    if untrusted:
+        # Quarantined text may only dedupe against other quarantined text, never touch live memories.
+        candidates = [m for m in pool if m.state is MemoryState.quarantined]
+    else:
+        candidates = [m for m in pool if m.state in _LIVE]
+
+    same_key = [m for m in candidates if keys_match(m.key, fact.key)]
+    if same_key and not untrusted:
+        target = max(same_key, key=lambda m: _similarity(fact, emb, m))
+        return _same_key_decision(fact, emb, target, threshold)
+
+    ranked = sorted(((_similarity(fact, emb, m), m) for m in candidates), key=lambda p: -p[0])
+    for sim, mem in ranked:
+        if sim < threshold:
+            break
+        if fact.negated != _mem_negated(mem):
+            continue  # a negation is never the same memory as its opposite
+        if extract_numbers(fact.value) != extract_numbers(mem.value):
+            continue  # "3 次" and "5 次" stay two memories
+        return MemoryOp(
+            action="refresh",
+            fact=fact,
+            embedding=emb,
+            target_id=mem.id,
+            reason=f"near-duplicate of {mem.key} (cosine {sim:.2f}), same polarity and numbers",
+        )
+    near = ranked[0] if ranked and ranked[0][0] >= threshold else None
+    reason = "new memory"
+    if untrusted:
+        reason = "quarantined: kept apart from live memories"
+    elif near is not None:
+        reason = (
+            f"similar to {near[1].key} (cosine {near[0]:.2f}) but polarity or numbers differ; kept separate"
+        )
+    return MemoryOp(action="insert", fact=fact, embedding=emb, new_id=uuid.uuid4(), reason=reason)
+
+
+def _same_key_decision(fact: CandidateFact, emb: list[float], mem: _Mem, threshold: float) -> MemoryOp:
+    sim = _similarity(fact, emb, mem)
+    flipped = fact.negated != _mem_negated(mem)
+    num_clash = numbers_conflict(mem.value, fact.value)
+    same_numbers = extract_numbers(mem.value) == extract_numbers(fact.value)
+    old_core, new_core = _core(mem.value), _core(fact.value)
+    new_has_old = bool(old_core) and old_core in new_core
+    old_has_new = bool(new_core) and new_core in old_core
+
+    if not flipped and not num_clash:
+        if new_has_old and len(new_core) > len(old_core) + 3:
+            return MemoryOp(
+                action="merge",
+                fact=fact,
+                embedding=emb,
+                target_id=mem.id,
+                merged_value=fact.value,
+                reason=f"same key {mem.key}: new value contains the old one and adds detail",
+            )
+        if same_numbers and (sim >= threshold or old_has_new or new_has_old):
+            return MemoryOp(
+                action="refresh",
+                fact=fact,
+                embedding=emb,
+                target_id=mem.id,
+                reason=f"same key {mem.key}, same polarity and numbers, similar text ({sim:.2f})",
+            )
+        old_sal, new_sal = _salient(mem.value), _salient(fact.value)
+        fresh = {w for w in new_sal if not _shares_salient({w}, old_sal)}
+        if (
+            not fact.supersedes_previous
+            and not fresh
+            and same_numbers
+            and _overlap(fact.value, mem.value) >= 0.6
+        ):
+            # Mostly repeats the memory and names nothing new: a confirmation, not a second copy.
+            return MemoryOp(
+                action="refresh",
+                fact=fact,
+                embedding=emb,
+                target_id=mem.id,
+                reason=f"same key {mem.key}: restates it without new specifics",
+            )
+        single = bool(set(canonical_key(mem.key)[1]) & _SINGLE_VALUED)
+        refines = (
+            _overlap(mem.value, fact.value) >= REFINEMENT_OVERLAP
+            or _shares_salient(old_sal, new_sal)
+            or (sim >= threshold and not same_numbers)
+            or not single
+            or not fresh  # names nothing that could contradict the memory
+        )
+        # A change cue retires a single-valued memory
+        # ("moved to Lyon"); on a many-valued one ("绿茶早就不喝了"
+        # next to a tea habit) it only refines.
+        if refines and (not fact.supersedes_previous or not single):
+            # Refinement: repeats what is known and adds detail (numbers only added, never changed).
+            return MemoryOp(
+                action="merge",
+                fact=fact,
+                embedding=emb,
+                target_id=mem.id,
+                merged_value=_merge_text(mem.value, fact.value),
+                reason=f"same key {mem.key}: refinement without contradicting polarity or numbers",
+            )
+
+    what = "opposite polarity" if flipped else "different numbers" if num_clash else "different value"
+    strong = (
+        flipped
+        and fact.source in (Source.user, Source.manual)
+        and (fact.confidence >= STRONG_CONTRADICTION_CONFIDENCE)
+    )
+    if (fact.supersedes_previous or strong) and not mem.pinned:
+        cue = "change-of-state cue" if fact.supersedes_previous else "strong explicit contradiction"
+        return MemoryOp(
+            action="supersede",
+            fact=fact,
+            embedding=emb,
+            new_id=uuid.uuid4(),
+            target_id=mem.id,
+            reason=f"same key {mem.key}, {what}, {cue}: old memory archived",
+        )
+    pinned_note = " (old memory is pinned, never superseded automatically)" if mem.pinned else ""
+    return MemoryOp(
+        action="conflict",
+        fact=fact,
+        embedding=emb,
+        new_id=uuid.uuid4(),
+        target_id=mem.id,
+        new_confidence=round(mem.confidence * CONFLICT_DECAY, 4),
+        reason=f"same key {mem.key}, {what}: both kept, old confidence lowered{pinned_note}",
+    )
+
+
+def _apply(op: MemoryOp, pool: list[_Mem]) -> None:
+    """Let later candidates of the batch see this decision."""
+    by_id = {m.id: m for m in pool}
+    target = by_id.get(op.target_id) if op.target_id else None
+    if op.new_id is not None:
+        fact = op.fact
+        pool.append(
+            _Mem(
+                op.new_id,
+                fact.key,
+                fact.value,
+                fact.negated,
+                fact.state,
+                False,
+                fact.confidence,
+                op.embedding,
+            )
+        )
+    if target is None:
+        return
+    if op.action == "supersede":
+        target.state = MemoryState.archived
+    elif op.action == "conflict" and op.new_confidence is not None:
+        target.confidence = op.new_confidence
+    elif op.action == "merge" and op.merged_value is not None:
+        target.value = op.merged_value
+        target.embedding = op.embedding
+    elif op.action == "refresh":
+        target.confidence = max(target.confidence, op.fact.confidence)

@@ -1,0 +1,211 @@
+"""Stage 1, offline: an extractive episode summary (who asked for what, what was said, what was concluded).
+
+Only user and assistant turns are quoted: tool, web, file and e-mail text is material the assistant read,
+not something anybody in the conversation said, and it is where injected instructions live. `turn_ids`
+names exactly the turns the summary's sentences were taken from.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from pipeline import extract_lexicon as lx
+from pipeline.secrets import MARKER_RE, redact_secrets
+from pipeline.text import detect_lang, has_cjk, normalize, split_sentences, strip_code
+from schemas.pipeline import EpisodeSummary, Role, Transcript, Turn
+
+MAX_SUMMARY_CHARS = 600
+MAX_SENTENCE_CHARS = 160
+MAX_ENTITIES = 10
+MAX_STATEMENTS = 3
+
+_CONCLUSION_RE = re.compile(
+    r"结论|建议|所以|总之|推荐|可以|应该|问题找到|原因|so\b|recommend|should|the fix|because|use\b", re.I
+)
+_LATIN_ENTITY_RE = re.compile(
+    r"\b(?:[A-Z][A-Za-z0-9+#.\-]*[A-Za-z0-9+#]|[a-z]+[0-9][a-z0-9.]*|[A-Za-z]+-[A-Za-z0-9]+)\b"
+)
+_EN_NOT_ENTITY = frozenset(
+    [
+        "I",
+        "I'm",
+        "I've",
+        "I'd",
+        "I'll",
+        "The",
+        "A",
+        "An",
+        "This",
+        "That",
+        "It",
+        "It's",
+        "My",
+        "Our",
+        "We",
+        "You",
+        "Your",
+        "He",
+        "She",
+        "They",
+        "Hi",
+        "Hello",
+        "Hey",
+        "Ok",
+        "Okay",
+        "Thanks",
+        "Yes",
+        "No",
+        "So",
+        "And",
+        "But",
+        "Also",
+        "Then",
+        "Just",
+        "Sure",
+        "Great",
+        "Good",
+        "Nice",
+        "Perfect",
+        "Here",
+        "There",
+        "What",
+        "Why",
+        "How",
+        "When",
+        "Where",
+        "Which",
+        "Who",
+        "Can",
+        "Could",
+        "Would",
+        "Should",
+        "Is",
+        "Are",
+        "Do",
+        "Does",
+        "Did",
+        "Let",
+        "Please",
+        "Got",
+        "Noted",
+        "Done",
+        "First",
+        "Second",
+        "Q",
+    ]
+)
+
+
+def _clean(turn: Turn) -> str:
+    return normalize(redact_secrets(strip_code(turn.content)).text)
+
+
+def _clip(sentence: str) -> str:
+    sentence = MARKER_RE.sub("[REDACTED]", sentence).strip()
+    return (
+        sentence if len(sentence) <= MAX_SENTENCE_CHARS else sentence[: MAX_SENTENCE_CHARS - 1].rstrip() + "…"
+    )
+
+
+def _is_chatter(sentence: str) -> bool:
+    s = sentence.strip(" .。!！~～")
+    return len(s) < 4 or bool(lx.ZH_SMALLTALK.search(s) or lx.EN_SMALLTALK.search(s))
+
+
+def _entities(turns: list[tuple[Turn, str]]) -> list[str]:
+    counts: Counter[str] = Counter()
+    first_seen: dict[str, int] = {}
+    for turn, text in turns:
+        for sentence in split_sentences(text):
+            for m in _LATIN_ENTITY_RE.finditer(sentence):
+                w = m.group(0).strip(".-")
+                if w in _EN_NOT_ENTITY or len(w) < 2 or w.startswith("REDACTED"):
+                    continue
+                # A capitalised word that opens a sentence is usually just capitalised, not a name.
+                if m.start() == 0 and w.isalpha() and w[1:].islower():
+                    continue
+                counts[w] += 2 if turn.role is Role.user else 1
+                first_seen.setdefault(w, len(first_seen))
+        if has_cjk(text):
+            import jieba.posseg as pseg
+
+            for word, flag in pseg.lcut(text):
+                if flag in {"nr", "ns", "nt", "nz"} and len(word) >= 2 and has_cjk(word):
+                    counts[word] += 2 if turn.role is Role.user else 1
+                    first_seen.setdefault(word, len(first_seen))
+    ranked = sorted(counts, key=lambda w: (-counts[w], first_seen[w]))
+    return ranked[:MAX_ENTITIES]
+
+
+def summarize(transcript: Transcript) -> EpisodeSummary:
+    """Extractive summary: the user's first ask, what the user stated, the assistant's conclusion."""
+    spoken = [(t, _clean(t)) for t in transcript.turns if t.role in (Role.user, Role.assistant)]
+    spoken = [(t, text) for t, text in spoken if text]
+    if not spoken:
+        return EpisodeSummary(text="", entities=[], turn_ids=[])
+    user_text = " ".join(text for t, text in spoken if t.role is Role.user)
+    lang = detect_lang(user_text or spoken[0][1])
+
+    picked: list[tuple[str, Turn, str]] = []  # (label, turn, sentence)
+    asked: tuple[Turn, str] | None = None
+    statements: list[tuple[Turn, str]] = []
+    for turn, text in spoken:
+        if turn.role is not Role.user:
+            continue
+        for sentence in split_sentences(text):
+            if _is_chatter(sentence):
+                continue
+            is_ask = bool(
+                lx.ZH_QUESTION.search(sentence)
+                or lx.EN_QUESTION.search(sentence)
+                or lx.ZH_REQUEST.search(sentence)
+                or lx.EN_REQUEST.search(sentence)
+            )
+            if is_ask and asked is None:
+                asked = (turn, sentence)
+            elif (
+                not is_ask
+                and len(statements) < MAX_STATEMENTS
+                and not (lx.ZH_MOOD.search(sentence) or lx.EN_MOOD.search(sentence))
+            ):
+                statements.append((turn, sentence))
+    if asked is not None:
+        picked.append(("ask", *asked))
+    for turn, sentence in statements:
+        picked.append(("said", turn, sentence))
+
+    # The conclusion: the last assistant turn's most conclusive sentence.
+    for turn, text in reversed(spoken):
+        if turn.role is not Role.assistant:
+            continue
+        sentences = [s for s in split_sentences(text) if not _is_chatter(s)]
+        if not sentences:
+            continue
+        best = next((s for s in sentences if _CONCLUSION_RE.search(s)), sentences[0])
+        picked.append(("concluded", turn, best))
+        break
+
+    labels = (
+        {"ask": "用户请求：", "said": "用户提到：", "concluded": "助手结论："}
+        if lang == "zh"
+        else {"ask": "User asked: ", "said": "User said: ", "concluded": "Assistant concluded: "}
+    )
+    parts: list[str] = []
+    turn_ids: list[str] = []
+    length = 0
+    for label, turn, sentence in picked:
+        piece = labels[label] + _clip(sentence)
+        if length + len(piece) + 2 > MAX_SUMMARY_CHARS:
+            continue
+        parts.append(piece)
+        length += len(piece) + 2
+        if turn.turn_id not in turn_ids:
+            turn_ids.append(turn.turn_id)
+    sep = "；" if lang == "zh" else " | "
+    order = {t.turn_id: t.index for t in transcript.turns}
+    return EpisodeSummary(
+        text=sep.join(parts),
+        entities=_entities(spoken),
+        turn_ids=sorted(turn_ids, key=lambda tid: order.get(tid, 0)),
+    )

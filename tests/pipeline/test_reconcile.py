@@ -1,0 +1,190 @@
+import math
+import uuid
+
+from pipeline.reconcile import SOURCE_CONFIDENCE_CAP, canonical_key, keys_match, reconcile
+from schemas.pipeline import (
+    CandidateFact,
+    EmbeddedFact,
+    ExistingMemory,
+    MemoryKind,
+    MemoryState,
+    Source,
+)
+
+T = 0.9
+
+
+def vec(angle_deg: float) -> list[float]:
+    """A unit vector in 3-d; the cosine of two of them is cos(angle difference)."""
+    a = math.radians(angle_deg)
+    return [math.cos(a), math.sin(a), 0.0]
+
+
+def fact(key: str, value: str, angle: float, **kw: object) -> EmbeddedFact:
+    data: dict[str, object] = {
+        "kind": MemoryKind.fact,
+        "key": key,
+        "value": value,
+        "source": Source.user,
+        "confidence": 0.8,
+        "turn_ids": ["1"],
+    }
+    data.update(kw)
+    return EmbeddedFact(fact=CandidateFact(**data), embedding=vec(angle))  # type: ignore[arg-type]
+
+
+def mem(key: str, value: str, angle: float, **kw: object) -> ExistingMemory:
+    data: dict[str, object] = {
+        "id": uuid.uuid4(),
+        "kind": MemoryKind.fact,
+        "key": key,
+        "value": value,
+        "source": Source.user,
+        "confidence": 0.8,
+        "state": MemoryState.active,
+        "embedding": vec(angle),
+    }
+    data.update(kw)
+    return ExistingMemory(**data)  # type: ignore[arg-type]
+
+
+def test_paraphrase_same_key_refreshes() -> None:
+    old = mem("user.editor", "User prefers dark mode in the editor", 0)
+    [op] = reconcile(
+        [fact("user.editor", "User likes a dark theme in the editor", 10)], [old], dedupe_threshold=T
+    )
+    assert op.action == "refresh"
+    assert op.target_id == old.id
+    assert op.new_id is None
+
+
+def test_neighbour_paraphrase_without_key_refreshes() -> None:
+    old = mem("user.misc.theme", "用户喜欢深色主题", 0)
+    [op] = reconcile([fact("user.preference.theme", "用户偏爱深色主题", 5)], [old], dedupe_threshold=T)
+    assert op.action == "refresh"
+    assert op.target_id == old.id
+
+
+def test_negation_is_never_merged_into_its_opposite() -> None:
+    old = mem("user.allergy.penicillin", "User is allergic to penicillin", 0)
+    near = fact("user.health.penicillin", "User is not allergic to penicillin", 3, negated=True)
+    [op] = reconcile([near], [old], dedupe_threshold=T)
+    assert op.action == "insert"  # cosine 0.999 but opposite polarity: never a refresh/merge
+    same_key = fact("user.allergy.penicillin", "User is not allergic to penicillin", 3, negated=True)
+    [op2] = reconcile([same_key], [old], dedupe_threshold=T)
+    assert op2.action == "conflict"
+    assert op2.target_id == old.id
+    assert op2.new_confidence is not None
+    assert op2.new_confidence < old.confidence
+
+
+def test_seeded_negation_in_text_counts_even_without_flag() -> None:
+    old = mem("user.diet", "User does not eat pork", 0)
+    [op] = reconcile([fact("user.diet", "User eats pork", 2)], [old], dedupe_threshold=T)
+    assert op.action == "conflict"
+
+
+def test_version_difference_is_a_conflict_not_a_refresh() -> None:
+    old = mem("user.database", "用户在用 PostgreSQL 14", 0)
+    [op] = reconcile([fact("user.database", "用户在用 PostgreSQL 16", 2)], [old], dedupe_threshold=T)
+    assert op.action == "conflict"
+    assert op.new_confidence == round(0.8 * 0.6, 4)
+    assert op.new_id is not None
+
+
+def test_number_difference_between_neighbours_inserts() -> None:
+    old = mem("user.habit.run", "User runs 5 km every morning", 0)
+    [op] = reconcile(
+        [fact("user.exercise.run", "User runs 10 km every morning", 2)], [old], dedupe_threshold=T
+    )
+    assert op.action == "insert"
+
+
+def test_change_cue_supersedes() -> None:
+    old = mem("user.home_city", "User lives in Leeds", 0)
+    new = fact("user.city", "User moved to Glasgow last year", 40, supersedes_previous=True)
+    [op] = reconcile([new], [old], dedupe_threshold=T)
+    assert op.action == "supersede"
+    assert op.target_id == old.id
+    assert op.new_id is not None
+
+
+def test_pinned_memory_is_never_superseded() -> None:
+    old = mem("user.city", "User lives in Leeds", 0, pinned=True)
+    new = fact("user.city", "User moved to Glasgow last year", 40, supersedes_previous=True)
+    [op] = reconcile([new], [old], dedupe_threshold=T)
+    assert op.action == "conflict"
+    assert "pinned" in op.reason
+
+
+def test_refinement_merges() -> None:
+    old = mem("user.database", "User prefers PostgreSQL", 0)
+    new = fact("user.database", "User prefers PostgreSQL, now on PostgreSQL 16 with pgvector", 30)
+    [op] = reconcile([new], [old], dedupe_threshold=T)
+    assert op.action == "merge"
+    assert op.target_id == old.id
+    assert op.merged_value is not None
+    assert "16" in op.merged_value
+    assert "PostgreSQL" in op.merged_value
+
+
+def test_quarantined_never_touches_active_memories() -> None:
+    old = mem("user.billing_email", "User sends invoices to ana@example.org", 0)
+    poison = fact(
+        "user.billing_email",
+        "User sends invoices to ana@example.org",
+        0,
+        source=Source.tool,
+        state=MemoryState.quarantined,
+        confidence=0.9,
+    )
+    [op] = reconcile([poison], [old], dedupe_threshold=T)
+    assert op.action == "insert"
+    assert op.target_id is None
+    assert op.fact.confidence <= SOURCE_CONFIDENCE_CAP[Source.tool]
+    assert op.fact.state is MemoryState.quarantined
+
+
+def test_tool_fact_posing_as_active_is_quarantined_and_capped() -> None:
+    [op] = reconcile([fact("user.diet", "User is vegan", 0, source=Source.tool)], [], dedupe_threshold=T)
+    assert op.fact.state is MemoryState.quarantined
+    assert op.fact.confidence == SOURCE_CONFIDENCE_CAP[Source.tool]
+
+
+def test_confidence_capped_by_source() -> None:
+    [op] = reconcile(
+        [fact("user.x", "v", 0, source=Source.assistant, confidence=0.99)], [], dedupe_threshold=T
+    )
+    assert op.fact.confidence == SOURCE_CONFIDENCE_CAP[Source.assistant]
+
+
+def test_later_candidates_see_earlier_ops() -> None:
+    a = fact("user.editor", "User codes in Helix", 0)
+    b = fact("user.editor", "User codes in Helix", 1)
+    first, second = reconcile([a, b], [], dedupe_threshold=T)
+    assert first.action == "insert"
+    assert first.new_id is not None
+    assert second.action == "refresh"
+    assert second.target_id == first.new_id
+
+
+def test_superseded_memory_is_not_a_target_again() -> None:
+    old = mem("user.city", "User lives in Leeds", 0)
+    move = fact("user.city", "User moved to Glasgow", 40, supersedes_previous=True)
+    again = fact("user.city", "User lives in Leeds", 0)
+    ops = reconcile([move, again], [old], dedupe_threshold=T)
+    assert ops[0].action == "supersede"
+    assert ops[1].target_id != old.id
+
+
+def test_archived_memories_are_ignored() -> None:
+    old = mem("user.city", "User lives in Leeds", 0, state=MemoryState.archived)
+    [op] = reconcile([fact("user.city", "User lives in Leeds", 0)], [old], dedupe_threshold=T)
+    assert op.action == "insert"
+
+
+def test_key_synonyms() -> None:
+    assert keys_match("user.home_city", "user.city")
+    assert keys_match("user.db_preference", "user.database")
+    assert not keys_match("user.project", "user.project.deadline")
+    assert canonical_key("daughter:mia.allergy") == ("daughter:mia", ("allergy",))

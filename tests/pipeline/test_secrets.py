@@ -1,0 +1,62 @@
+import pytest
+
+from pipeline.secrets import redact_secrets
+
+
+@pytest.mark.parametrize(
+    ("text", "secret", "kind"),
+    [
+        ("key: sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8t", "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8t", "api_key"),
+        (
+            "token ghp_Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa",
+            "ghp_Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0FeDcBa",
+            "github_token",
+        ),
+        ("AKIAQWERTYUIOPASDFGH in env", "AKIAQWERTYUIOPASDFGH", "aws_key"),
+        ("slack xoxb-1234567890-abcdefghij", "xoxb-1234567890-abcdefghij", "slack_token"),
+        ("我的密码是 Tiger#2024ok，别外传", "Tiger#2024ok", "password"),
+        ("the password is blue42fish", "blue42fish", "password"),
+        ("pw: h4ck-me-not", "h4ck-me-not", "password"),
+        ("身份证 11010519491231002X 请核对", "11010519491231002X", "national_id"),
+        ("card 4539 1488 0343 6467 expires soon", "4539 1488 0343 6467", "card_number"),
+        ("mysql://admin:S3cr3tPw@db.internal:3306/app", "S3cr3tPw", "password"),
+        ("DB_PASSWORD=Qw8rTy2uIo", "Qw8rTy2uIo", "secret"),
+    ],
+)
+def test_secret_shapes_are_redacted(text: str, secret: str, kind: str) -> None:
+    r = redact_secrets(text)
+    assert secret not in r.text
+    assert kind in r.kinds
+    assert f"[REDACTED:{kind}]" in r.text
+
+
+def test_private_key_and_jwt() -> None:
+    pem = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7x\n-----END RSA PRIVATE KEY-----"
+    jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+    r = redact_secrets(f"here {pem} and {jwt}")
+    assert "MIIEowIBAAKCAQEA7x" not in r.text
+    assert "eyJhbGci" not in r.text
+    assert {"private_key", "jwt"} <= set(r.kinds)
+
+
+def test_high_entropy_token() -> None:
+    r = redact_secrets("use q8Zt3LkP0vWx7RmN2bYc5HjD9sFa4GeU to auth")
+    assert "q8Zt3LkP0vWx7RmN2bYc5HjD9sFa4GeU" not in r.text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I upgraded to PostgreSQL 15.4 in 2023",
+        "我每天跑 5 公里，电话 13912345678",
+        "order number 1234567890123 shipped",
+        "card 4539 1488 0343 6468 fails the checksum",
+        "the password is wrong again",
+        "see src/components/very_long_component_name_here.tsx",
+        "my_really_long_snake_case_identifier_name is fine",
+    ],
+)
+def test_ordinary_text_is_left_alone(text: str) -> None:
+    r = redact_secrets(text)
+    assert r.text == text
+    assert r.kinds == []

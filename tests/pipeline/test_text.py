@@ -1,0 +1,82 @@
+from pipeline.text import (
+    core_negated,
+    detect_lang,
+    extract_numbers,
+    extract_versions,
+    has_change_cue,
+    is_negated,
+    normalize,
+    numbers_conflict,
+    reply_kind,
+    split_clauses,
+    split_sentences,
+    zh_numeral_to_int,
+)
+
+
+def test_normalize_fullwidth_traditional_and_invisible() -> None:
+    assert normalize("ＡＰＩ　Ｖ２") == "API V2"
+    assert normalize("我們喜歡這個軟體") == "我们喜欢这个软体"
+    assert normalize("ke\u200by\U000e0041") == "key"
+
+
+def test_detect_lang() -> None:
+    assert detect_lang("我平时用 Neovim 写 Rust") == "zh"
+    assert detect_lang("I mostly write Rust in Neovim") == "en"
+
+
+def test_split_sentences_keeps_versions_and_titles() -> None:
+    assert split_sentences("I run Python 3.12 daily. Dr. Lee is my GP.") == [
+        "I run Python 3.12 daily.",
+        "Dr. Lee is my GP.",
+    ]
+
+
+def test_split_clauses_chinese_and_english() -> None:
+    assert split_clauses("我住在杭州，今天有点累。") == ["我住在杭州", "今天有点累"]
+    assert split_clauses("I live in Oslo, but I'm exhausted today.") == [
+        "I live in Oslo",
+        "I'm exhausted today",
+    ]
+
+
+def test_negation() -> None:
+    assert is_negated("我不吃香菜")
+    assert is_negated("我已经不再用 Eclipse 了")
+    assert is_negated("I don't drink coffee")
+    assert is_negated("She is no longer on the team")
+    assert is_negated("我对花生不过敏")  # 不过敏 is a negation, 不过 (however) is not
+    assert not is_negated("这个方案不错")
+    assert not is_negated("I like tea")
+
+
+def test_contrastive_tail_is_not_the_statement() -> None:
+    assert not core_negated("I use Rust now, not C++ anymore")
+    assert core_negated("I don't use C++")
+
+
+def test_numbers_and_versions() -> None:
+    assert extract_numbers("MySQL 8.0 跑 5 公里") == {"8", "5"}
+    assert "3" in extract_numbers("三月份开始")
+    assert zh_numeral_to_int("二十五") == 25
+    assert extract_versions("PostgreSQL 15 and Node 20") == {"postgresql": "15", "node": "20"}
+    assert numbers_conflict("uses MySQL 5.7", "uses MySQL 8.0")
+    assert not numbers_conflict("prefers PostgreSQL", "on PostgreSQL 16")
+    assert not numbers_conflict("MySQL 8", "MySQL 8.0")
+
+
+def test_change_cues() -> None:
+    assert has_change_cue("我们把后端换成 Go 了")
+    assert has_change_cue("我去年搬到成都")
+    assert has_change_cue("I switched to Fedora last year")
+    assert has_change_cue("I no longer eat meat")
+    assert not has_change_cue("I like Fedora")
+    assert not has_change_cue("From now on call me Sam")
+
+
+def test_reply_kind() -> None:
+    assert reply_kind("是的，没错") == "confirm"
+    assert reply_kind("Yep, that's right") == "confirm"
+    assert reply_kind("不是，我在广州") == "reject"
+    assert reply_kind("Actually I moved to Leeds") == "reject"
+    assert reply_kind("帮我写个脚本") is None
