@@ -46,7 +46,9 @@ def up(
 
 @app.command()
 def worker(
-    concurrency: Annotated[int | None, typer.Option(help="Worker processes (default worker.concurrency).")] = None,
+    concurrency: Annotated[
+        int | None, typer.Option("--concurrency", "-c", help="Worker processes (default worker.concurrency).")
+    ] = None,
     loglevel: Annotated[str, typer.Option()] = "INFO",
     wait: WaitOption = 60,
 ) -> None:

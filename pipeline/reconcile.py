@@ -329,7 +329,11 @@ def _same_key_decision(fact: CandidateFact, emb: list[float], mem: _Mem, thresho
                 reason=f"same key {mem.key}: restates it without new specifics",
             )
         single = bool(set(canonical_key(mem.key)[1]) & _SINGLE_VALUED)
-        refines = (
+        dropped = {w for w in old_sal if not _shares_salient({w}, new_sal)}
+        # One value at a time, and the new value names something else instead of the old specifics
+        # ("editor is Vim" -> "editor is Emacs"): shared template words do not make it a refinement.
+        replaced = single and bool(fresh) and bool(dropped)
+        refines = not replaced and (
             _overlap(mem.value, fact.value) >= REFINEMENT_OVERLAP
             or _shares_salient(old_sal, new_sal)
             or (sim >= threshold and not same_numbers)

@@ -181,10 +181,6 @@ def stack(services: Services, tmp_path_factory: pytest.TempPathFactory) -> Itera
     """A real worker process, a real beat process and the API served by uvicorn, on the test services."""
     log_dir = tmp_path_factory.mktemp("logs")
     env = services.env(**STACK_ENV)
-    os.environ.update({k: v for k, v in STACK_ENV.items()})
-    from hindsight.config import get_settings
-
-    get_settings.cache_clear()
     port = free_port()
     st = Stack(services=services, api_url=f"http://127.0.0.1:{port}")
     st.procs["worker"] = start_proc("worker", ["worker", "-c", "2"], env, log_dir)

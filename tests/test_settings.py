@@ -12,6 +12,16 @@ from hindsight.config import Settings
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Settings are read from the environment: start each test from none of ours."""
+    import os
+
+    for name in list(os.environ):
+        if name.startswith("HINDSIGHT_"):
+            monkeypatch.delenv(name)
+
+
 def test_design_defaults() -> None:
     s = Settings(_env_file=None)
     assert (s.working_memory.max_turns, s.working_memory.max_tokens, s.working_memory.ttl_seconds) == (10, 4096, 3600)

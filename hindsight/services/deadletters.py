@@ -12,11 +12,13 @@ from hindsight.db.engine import get_engine, read_session, session_scope
 from hindsight.db.models import TranscriptRow
 from hindsight.db.repositories import TranscriptRepository
 from hindsight.queue import send_distill
+from schemas.events import TranscriptStatus
 
 
-def list_dead_letters(*, namespace: str | None = None, engine: Engine | None = None) -> list[TranscriptRow]:
+def list_dead_letters(*, namespace: str | None = None, engine: Engine | None = None) -> list[TranscriptStatus]:
     with read_session(engine or get_engine()) as session:
-        return TranscriptRepository(session).list_dead(namespace, limit=1000)
+        rows = TranscriptRepository(session).list_dead(namespace, limit=1000)
+        return [TranscriptStatus.model_validate(r) for r in rows]
 
 
 def requeue_dead_letters(

@@ -147,7 +147,7 @@ def test_dead_letters_can_be_listed_and_requeued(
     server.default = lambda req: _answer({"messages": [{"content": "fixed"}]})
     try:
         assert requeue_dead_letters(ids=[poison], engine=engine, send=_sender(redis_url)) == [poison]
+        wait_for(lambda: _row(engine, poison)["state"] == "done", 60, "re-queued transcript done", {"llm-worker": proc})
     finally:
         server.default = _answer
-    wait_for(lambda: _row(engine, poison)["state"] == "done", 60, "re-queued transcript done", {"llm-worker": proc})
     assert list_dead_letters(namespace=namespace, engine=engine) == []
