@@ -24,7 +24,14 @@ from hindsight.services import memories as memory_service
 from hindsight.services.ingest import publish_transcripts
 from hindsight.services.sessions import SessionStore
 from pipeline.base import Embedder
-from schemas.events import NAMESPACE_PATTERN, TranscriptAccepted, TranscriptBody, TranscriptIn, TranscriptStatus, TurnIn
+from schemas.events import (
+    NAMESPACE_PATTERN,
+    TranscriptAccepted,
+    TranscriptBody,
+    TranscriptIn,
+    TranscriptStatus,
+    TurnIn,
+)
 from schemas.memories import EpisodeRead, MemoryDetail, MemoryPage, SearchResult
 from schemas.pipeline import MemoryKind, MemoryState
 
@@ -76,8 +83,13 @@ class _TooLarge(Exception):
 
 async def _too_large(send: Send, limit: int) -> None:
     body = f'{{"detail":"request body exceeds {limit} bytes"}}'.encode()
-    await send({"type": "http.response.start", "status": 413,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -87,8 +99,8 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         configure_logging(settings)
-        from hindsight.embeddings import build_embedder
         from hindsight.broker import resolve_redis_url
+        from hindsight.embeddings import build_embedder
 
         app.state.hs = State(
             settings=settings,
@@ -261,8 +273,8 @@ def _routes(app: FastAPI) -> None:
 
 
 def _sessions(state: State) -> SessionStore:
-    from hindsight.services.ingest import publish_transcript
     from hindsight.broker import redis_client
+    from hindsight.services.ingest import publish_transcript
 
     return SessionStore(
         redis=redis_client(state.redis_url),

@@ -184,9 +184,7 @@ def madial(model: Model, dias: list[dict], mems: list[dict]) -> dict[str, Any]:
                     per_pool[pool][k].append(v)
             for i in np.flatnonzero(mask):
                 (rel_cos if ids[i] in relevant else irr_cos).append(float(sims[i]))
-        out[mode] = {
-            pool: {k: round(float(np.mean(v)), 4) for k, v in m.items()} for pool, m in per_pool.items()
-        }
+        out[mode] = {pool: {k: round(float(np.mean(v)), 4) for k, v in m.items()} for pool, m in per_pool.items()}
         out[mode]["cosine"] = {
             "relevant_mean": round(float(np.mean(rel_cos)), 4),
             "relevant_p50": round(float(np.median(rel_cos)), 4),
@@ -487,9 +485,7 @@ def report(results: dict[str, Any]) -> None:
         )
     out.print(t)
 
-    t = Table(
-        title="Dedupe threshold sweep: paraphrase vs different-value/related/unrelated, precision/recall"
-    )
+    t = Table(title="Dedupe threshold sweep: paraphrase vs different-value/related/unrelated, precision/recall")
     t.add_column("model")
     t.add_column("lang")
     for x in SWEEP:
@@ -502,10 +498,7 @@ def report(results: dict[str, Any]) -> None:
             t.add_row(
                 n if scope == "zh+en" else "",
                 scope,
-                *[
-                    f"{sw[f'{x:.2f}'][key]['precision']:.2f}/{sw[f'{x:.2f}'][key]['recall']:.2f}"
-                    for x in SWEEP
-                ],
+                *[f"{sw[f'{x:.2f}'][key]['precision']:.2f}/{sw[f'{x:.2f}'][key]['recall']:.2f}" for x in SWEEP],
                 f"{pf['threshold']:.2f} ({pf['precision']:.2f}/{pf['recall']:.2f})",
             )
     out.print(t)

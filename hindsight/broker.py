@@ -30,6 +30,6 @@ def redis_client(url: str) -> Any:
     import redis
 
     if url.startswith("redis+socket://"):
-        path = url[len("redis+socket://"):].split("?", 1)[0]
+        path = url[len("redis+socket://") :].split("?", 1)[0]
         return redis.Redis(unix_socket_path=path)
     return redis.Redis.from_url(url)

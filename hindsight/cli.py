@@ -22,7 +22,8 @@ out = Console()
 
 
 WaitOption = Annotated[
-    float, typer.Option("--wait", help="Seconds to wait (with backoff) for PostgreSQL/Redis to accept connections.")
+    float,
+    typer.Option("--wait", help="Seconds to wait (with backoff) for PostgreSQL/Redis to accept connections."),
 ]
 
 
@@ -60,7 +61,14 @@ def worker(
     settings = get_settings()
     configure_logging(settings)
     wait_for_services(settings, timeout=wait)
-    argv = ["worker", f"--loglevel={loglevel}", "-Q", "hindsight", "-c", str(concurrency or settings.worker.concurrency)]
+    argv = [
+        "worker",
+        f"--loglevel={loglevel}",
+        "-Q",
+        "hindsight",
+        "-c",
+        str(concurrency or settings.worker.concurrency),
+    ]
     get_app().worker_main(argv)
 
 
@@ -131,8 +139,10 @@ def ingest(
         raise _fail(str(exc)) from None
     for a in accepted:
         typer.echo(json.dumps({"id": str(a.id), "namespace": a.namespace, "duplicate": a.duplicate}))
-    console.print(f"accepted {sum(not a.duplicate for a in accepted)} transcript(s), "
-                  f"{sum(a.duplicate for a in accepted)} already known")
+    console.print(
+        f"accepted {sum(not a.duplicate for a in accepted)} transcript(s), "
+        f"{sum(a.duplicate for a in accepted)} already known"
+    )
 
 
 @app.command()
@@ -169,7 +179,9 @@ def search(
     settings = get_settings()
     try:
         with session_scope() as session:
-            result = search_memories(session, namespace, query, embedder=build_embedder(settings.embedding), top_k=top_k)
+            result = search_memories(
+                session, namespace, query, embedder=build_embedder(settings.embedding), top_k=top_k
+            )
     except HindsightError as exc:
         raise _fail(str(exc)) from None
     for hit in result.hits:
@@ -209,8 +221,16 @@ def lifecycle(
 
     settings = get_settings()
     report = run_lifecycle(get_engine(settings), settings.lifecycle, now=datetime.fromisoformat(now) if now else None)
-    typer.echo(json.dumps({"skipped": report.skipped, "stale": report.stale, "archived": report.archived,
-                          "expired": report.expired}))
+    typer.echo(
+        json.dumps(
+            {
+                "skipped": report.skipped,
+                "stale": report.stale,
+                "archived": report.archived,
+                "expired": report.expired,
+            }
+        )
+    )
 
 
 def memory_table(items: list, title: str) -> Table:  # type: ignore[type-arg]

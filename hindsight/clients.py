@@ -22,7 +22,8 @@ def build_backend(settings: Settings) -> LanguageBackend:
         from pipeline.llm_backend import LLMBackend
 
         return LLMBackend(
-            OpenAICompatibleClient.from_settings(settings.llm), max_transcript_chars=settings.llm.max_transcript_chars
+            OpenAICompatibleClient.from_settings(settings.llm),
+            max_transcript_chars=settings.llm.max_transcript_chars,
         )
     from pipeline.offline import OfflineDistiller
 

@@ -95,14 +95,22 @@ def start_redis(directory: Path, *, persist: bool = True) -> EmbeddedRedis:
         sock.unlink()
     args = [
         redis_server_binary(),
-        "--port", "0",
-        "--unixsocket", str(sock),
-        "--unixsocketperm", "700",
-        "--dir", str(directory),
-        "--save", "",
-        "--appendonly", "yes" if persist else "no",
-        "--daemonize", "no",
-        "--logfile", str(directory / "redis.log"),
+        "--port",
+        "0",
+        "--unixsocket",
+        str(sock),
+        "--unixsocketperm",
+        "700",
+        "--dir",
+        str(directory),
+        "--save",
+        "",
+        "--appendonly",
+        "yes" if persist else "no",
+        "--daemonize",
+        "no",
+        "--logfile",
+        str(directory / "redis.log"),
     ]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 20

@@ -236,8 +236,7 @@ class OpenAICompatibleClient:
         except ValidationError as exc:
             # Locations and messages only: the offending values are model output derived from user text.
             problems = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}"
-                for err in exc.errors()[:5]
+                f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()[:5]
             )
             suffix = f" (finish_reason={choice.finish_reason})" if choice.finish_reason != "stop" else ""
             raise MalformedAnswer(f"answer failed validation: {problems}{suffix}") from exc
@@ -249,9 +248,7 @@ class OpenAICompatibleClient:
     def _wait(self, retry_state: RetryCallState) -> float:
         # Exponential with full-size jitter, so a burst of workers hitting a 429 don't retry in lockstep.
         base = self.backoff_base_seconds
-        wait = min(
-            base * 2 ** (retry_state.attempt_number - 1) + random.uniform(0, base), self.backoff_max_seconds
-        )
+        wait = min(base * 2 ** (retry_state.attempt_number - 1) + random.uniform(0, base), self.backoff_max_seconds)
         outcome = retry_state.outcome
         exc = outcome.exception() if outcome is not None else None
         retry_after = _retry_after_seconds(exc) if exc is not None else None

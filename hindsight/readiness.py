@@ -22,7 +22,9 @@ def wait_for_services(settings: Settings, *, timeout: float, postgres: bool = Tr
         retry=retry_if_exception_type(Exception),
         reraise=True,
         before_sleep=lambda rs: log.info(
-            "startup.waiting", attempt=rs.attempt_number, error=str(rs.outcome.exception() if rs.outcome else "")[:200]
+            "startup.waiting",
+            attempt=rs.attempt_number,
+            error=str(rs.outcome.exception() if rs.outcome else "")[:200],
         ),
     )
     if postgres and settings.database_url:

@@ -177,8 +177,12 @@ def _wait_distilled(stack: Stack, engine, ids, console: Console, *, timeout: flo
 
     deadline = time.monotonic() + timeout
     with Progress(
-        TextColumn("distilling sample conversations"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(), console=console, transient=False,
+        TextColumn("distilling sample conversations"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
     ) as progress:
         task = progress.add_task("distill", total=len(ids))
         while time.monotonic() < deadline and not stop():

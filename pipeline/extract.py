@@ -232,13 +232,7 @@ def _salient_noun(clause: str) -> str:
         import jieba.posseg as pseg
 
         for word, flag in pseg.lcut(clause):
-            if (
-                flag
-                and flag[0] == "n"
-                and has_cjk(word)
-                and word not in {"用户", "我", "我们"}
-                and len(word) >= 2
-            ):
+            if flag and flag[0] == "n" and has_cjk(word) and word not in {"用户", "我", "我们"} and len(word) >= 2:
                 return _slug(word)
         for word, flag in pseg.lcut(clause):
             if flag and flag[0] == "v" and len(word) >= 2:
@@ -255,9 +249,7 @@ def _key_for(subject: Subject, attr: lx.Attribute, clause: str) -> str:
 
 # --- subjects ----------------------------------------------------------------------------------------------
 
-_ZH_REL_RE = re.compile(
-    r"^(?:我的?|俺的?)(" + "|".join(sorted(lx.ZH_RELATIONS, key=len, reverse=True)) + r")(?:叫)?"
-)
+_ZH_REL_RE = re.compile(r"^(?:我的?|俺的?)(" + "|".join(sorted(lx.ZH_RELATIONS, key=len, reverse=True)) + r")(?:叫)?")
 _EN_REL_RE = re.compile(
     r"^(?:and |also |but )?(?:my|our) (?:\w+ )?("
     + "|".join(sorted((re.escape(r) for r in lx.EN_RELATIONS), key=len, reverse=True))
@@ -379,9 +371,7 @@ def _detect_subject(clause: str, ctx: _Context) -> Subject | None:
     m3 = _EN_NAME_SUBJECT_RE.match(c)
     if m3 and m3.group(1).split()[0] not in _EN_NOT_NAMES:
         rest = m3.group(2)
-        possessive_is = c[len(m3.group(1)) :].startswith("'s ") and re.match(
-            r"(?:in|at|on|a|an|the|\d)\b", rest
-        )
+        possessive_is = c[len(m3.group(1)) :].startswith("'s ") and re.match(r"(?:in|at|on|a|an|the|\d)\b", rest)
         if possessive_is or lx.EN_PERSON_VERBS.match(rest):
             return _register(ctx, Subject("person", m3.group(1)))
     if re.search(r"\b(?:I|I'm|I've|I'd|I'll|my|me|we|we're|our|us)\b", c):
@@ -535,11 +525,7 @@ def _scrub_secrets(value: str, lang: Lang) -> str:
         words = ", ".join(describe_secret(k, "en") for k in kinds)
     if names:
         words += f" ({', '.join(dict.fromkeys(names))})"
-    return (
-        f"{value}（提到了{words}，值已隐去）"
-        if lang == "zh"
-        else f"{value} (mentions {words}; value withheld)"
-    )
+    return f"{value}（提到了{words}，值已隐去）" if lang == "zh" else f"{value} (mentions {words}; value withheld)"
 
 
 def _polarity(clause: str) -> bool:
@@ -557,9 +543,7 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         if stripped != sentence:
             explicit, sentence = True, _strip_discourse(stripped)
     # Short lead-ins before a colon ("两个习惯:", "Context first:") say nothing themselves.
-    lead = re.match(
-        r"^([^:]{1,14}):\s*(.{6,})$" if has_cjk(sentence) else r"^([^:]{1,32}):\s*(.{6,})$", sentence
-    )
+    lead = re.match(r"^([^:]{1,14}):\s*(.{6,})$" if has_cjk(sentence) else r"^([^:]{1,32}):\s*(.{6,})$", sentence)
     if lead and _match_attribute(lead.group(1)) is None:
         sentence = _strip_discourse(lead.group(2))
     if not sentence:
@@ -575,9 +559,7 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         standing
         and not _is_question(sentence)
         and not (
-            _is_time_bound(sentence)
-            and not explicit
-            and not re.search(r"以后|from now on|going forward", sentence)
+            _is_time_bound(sentence) and not explicit and not re.search(r"以后|from now on|going forward", sentence)
         )
     ):
         attr = _match_attribute(sentence)
@@ -607,14 +589,7 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
             continue
         named = _detect_subject(clause, ctx)
         pronoun = re.match(r"^(?:he|she|他|她)", clause, re.I)
-        if (
-            attr is None
-            and named is not None
-            and not named.is_user
-            and named.name
-            and named != subject
-            and not pronoun
-        ):
+        if attr is None and named is not None and not named.is_user and named.name and named != subject and not pronoun:
             attr = IDENTITY  # "my lawyer, Dev Malhotra": who the person is to the user is the fact
         if named is not None and named != subject:
             carried = pending if subject is None and named.is_user else []

@@ -80,9 +80,7 @@ ATTRIBUTES: list[Attribute] = [
     Attribute(
         "exercise",
         K.habit,
-        _zh(
-            r"跑步|晨跑|夜跑|游泳|健身|瑜伽|骑车|骑行|爬山|徒步|羽毛球|篮球|足球|网球|乒乓|运动|锻炼|公里|跑"
-        ),
+        _zh(r"跑步|晨跑|夜跑|游泳|健身|瑜伽|骑车|骑行|爬山|徒步|羽毛球|篮球|足球|网球|乒乓|运动|锻炼|公里|跑"),
         _en(
             # "runs the on-call rotation" / "is run by" are not exercise.
             r"\brun(?:s|ning)?\b(?!\s+(?:the|our|my|a|an|his|her|their|this|that|it|by)\b)"
@@ -230,9 +228,7 @@ ATTRIBUTES: list[Attribute] = [
         _zh(r"项目|在做|在开发|开发|小程序|app|App|网站|系统|开了家店|开店|网店|店铺"),
         _en(r"\bproject\b|\bbuilding\b|\bapp\b|website|side project|\bshop\b|\bstore\b|\bblog\b|\bservice\b"),
     ),
-    Attribute(
-        "decision", K.decision, _zh(r"决定|定下来|定了"), _en(r"\bdecided\b|\bsticking with\b|\bgoing with\b")
-    ),
+    Attribute("decision", K.decision, _zh(r"决定|定下来|定了"), _en(r"\bdecided\b|\bsticking with\b|\bgoing with\b")),
     Attribute("pet", K.fact, _zh(r"猫|狗|宠物"), _en(r"\bcats?\b|\bdogs?\b|\bpets?\b")),
     Attribute(
         "preference.*",
@@ -354,9 +350,7 @@ ZH_SURNAMES = set(
 )
 ZH_PERSON_VERBS = re.compile(r"^(?:负责|在|是|管|写|做|用|每|有|对|也|比较|喜欢|不|上|读|会|刚|主要|一直)")
 # Characters that end a Chinese name after a relation word (我儿子乐乐 7 岁 → 乐乐).
-ZH_NAME_STOP = set(
-    "是在有对每今也都很就要会说喜不的了和跟去上读得比最从想吃把被叫一两三四五六七八九十个岁年月"
-)
+ZH_NAME_STOP = set("是在有对每今也都很就要会说喜不的了和跟去上读得比最从想吃把被叫一两三四五六七八九十个岁年月")
 
 # --- transient, request, question, small talk ---------------------------------------------------------
 

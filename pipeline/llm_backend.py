@@ -112,9 +112,7 @@ def _source_of(turns: list[Turn]) -> Source:
 class LLMBackend:
     """`LanguageBackend` over any `LLMClient`: prompt `distill_v1`, then provenance gates and caps."""
 
-    def __init__(
-        self, client: LLMClient, *, max_transcript_chars: int = DEFAULT_MAX_TRANSCRIPT_CHARS
-    ) -> None:
+    def __init__(self, client: LLMClient, *, max_transcript_chars: int = DEFAULT_MAX_TRANSCRIPT_CHARS) -> None:
         self.client = client
         self.max_transcript_chars = max_transcript_chars
         self.name = f"openai:{client.model}/{PROMPT_VERSION}"

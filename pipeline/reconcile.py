@@ -45,9 +45,7 @@ _LIVE = (MemoryState.active, MemoryState.stale)
 
 # Key attribute words that name the same thing ("home_city" ~ "city", "db_preference" ~ "database").
 _KEY_SYNONYMS: dict[str, str] = {
-    **dict.fromkeys(
-        ["home", "city", "address", "location", "residence", "lives", "live", "hometown_now"], "residence"
-    ),
+    **dict.fromkeys(["home", "city", "address", "location", "residence", "lives", "live", "hometown_now"], "residence"),
     **dict.fromkeys(["employer", "company", "job", "workplace", "work"], "employer"),
     **dict.fromkeys(["sport", "sports", "exercise", "fitness", "workout", "running"], "exercise"),
     **dict.fromkeys(["diet", "food", "eating"], "diet"),
@@ -56,9 +54,7 @@ _KEY_SYNONYMS: dict[str, str] = {
     **dict.fromkeys(["os", "operating_system"], "os"),
     **dict.fromkeys(["phone", "mobile", "device", "devices"], "device"),
     **dict.fromkeys(["code", "lang", "language", "programming"], "language.programming"),
-    **dict.fromkeys(
-        ["style", "answer", "answers", "reply", "response", "format", "answer_style"], "answer_style"
-    ),
+    **dict.fromkeys(["style", "answer", "answers", "reply", "response", "format", "answer_style"], "answer_style"),
     **dict.fromkeys(["allergy", "allergies", "allergic"], "allergy"),
     **dict.fromkeys(["hobby", "hobbies"], "hobby"),
     **dict.fromkeys(["role", "title", "position", "occupation", "profession"], "role"),
@@ -146,9 +142,7 @@ def _stem(word: str) -> str:
     return w[:-1] if len(w) > 3 and w.endswith("e") else w
 
 
-_EN_SALIENT_RE = re.compile(
-    r"(?<!^)(?<![.!?]\s)\b[A-Z][A-Za-z0-9+#.\-]*[A-Za-z0-9+#]|\b[A-Za-z]*\d[A-Za-z0-9.\-]*"
-)
+_EN_SALIENT_RE = re.compile(r"(?<!^)(?<![.!?]\s)\b[A-Z][A-Za-z0-9+#.\-]*[A-Za-z0-9+#]|\b[A-Za-z]*\d[A-Za-z0-9.\-]*")
 
 
 def _salient(text: str) -> set[str]:
@@ -164,11 +158,7 @@ def _salient(text: str) -> set[str]:
 
 def _shares_salient(old: set[str], new: set[str]) -> bool:
     # "Postgres" and "PostgreSQL" are the same product: a shared prefix of 5+ letters counts.
-    return any(
-        a == b or (min(len(a), len(b)) >= 5 and (a.startswith(b) or b.startswith(a)))
-        for a in old
-        for b in new
-    )
+    return any(a == b or (min(len(a), len(b)) >= 5 and (a.startswith(b) or b.startswith(a))) for a in old for b in new)
 
 
 # Attributes that hold one value at a time: a different value there contradicts (a city, an employer).
@@ -213,11 +203,7 @@ def _cap(fact: CandidateFact) -> CandidateFact:
     update: dict[str, object] = {}
     if fact.confidence > cap:
         update["confidence"] = cap
-    if (
-        fact.source is Source.tool
-        and fact.state is MemoryState.active
-        and fact.kind is not MemoryKind.observation
-    ):
+    if fact.source is Source.tool and fact.state is MemoryState.active and fact.kind is not MemoryKind.observation:
         # Tool text posing as a preference/profile fact is never allowed to go live.
         update["state"] = MemoryState.quarantined
     return fact.model_copy(update=update) if update else fact
@@ -230,13 +216,9 @@ def _merge_text(old: str, new: str) -> str:
     return f"{old}{sep}{new}"
 
 
-def reconcile(
-    facts: list[EmbeddedFact], existing: list[ExistingMemory], *, dedupe_threshold: float
-) -> list[MemoryOp]:
+def reconcile(facts: list[EmbeddedFact], existing: list[ExistingMemory], *, dedupe_threshold: float) -> list[MemoryOp]:
     """Decide, for each candidate fact, whether it inserts, refreshes, merges, conflicts or supersedes."""
-    pool = [
-        _Mem(m.id, m.key, m.value, m.negated, m.state, m.pinned, m.confidence, m.embedding) for m in existing
-    ]
+    pool = [_Mem(m.id, m.key, m.value, m.negated, m.state, m.pinned, m.confidence, m.embedding) for m in existing]
     ops: list[MemoryOp] = []
     for ef in facts:
         fact = _cap(ef.fact)
@@ -279,9 +261,7 @@ def _decide(fact: CandidateFact, emb: list[float], pool: list[_Mem], threshold: 
     if untrusted:
         reason = "quarantined: kept apart from live memories"
     elif near is not None:
-        reason = (
-            f"similar to {near[1].key} (cosine {near[0]:.2f}) but polarity or numbers differ; kept separate"
-        )
+        reason = f"similar to {near[1].key} (cosine {near[0]:.2f}) but polarity or numbers differ; kept separate"
     return MemoryOp(action="insert", fact=fact, embedding=emb, new_id=uuid.uuid4(), reason=reason)
 
 
@@ -314,12 +294,7 @@ def _same_key_decision(fact: CandidateFact, emb: list[float], mem: _Mem, thresho
             )
         old_sal, new_sal = _salient(mem.value), _salient(fact.value)
         fresh = {w for w in new_sal if not _shares_salient({w}, old_sal)}
-        if (
-            not fact.supersedes_previous
-            and not fresh
-            and same_numbers
-            and _overlap(fact.value, mem.value) >= 0.6
-        ):
+        if not fact.supersedes_previous and not fresh and same_numbers and _overlap(fact.value, mem.value) >= 0.6:
             # Mostly repeats the memory and names nothing new: a confirmation, not a second copy.
             return MemoryOp(
                 action="refresh",
@@ -356,9 +331,7 @@ def _same_key_decision(fact: CandidateFact, emb: list[float], mem: _Mem, thresho
 
     what = "opposite polarity" if flipped else "different numbers" if num_clash else "different value"
     strong = (
-        flipped
-        and fact.source in (Source.user, Source.manual)
-        and (fact.confidence >= STRONG_CONTRADICTION_CONFIDENCE)
+        flipped and fact.source in (Source.user, Source.manual) and (fact.confidence >= STRONG_CONTRADICTION_CONFIDENCE)
     )
     if (fact.supersedes_previous or strong) and not mem.pinned:
         cue = "change-of-state cue" if fact.supersedes_previous else "strong explicit contradiction"

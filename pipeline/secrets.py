@@ -132,9 +132,7 @@ def _looks_random(token: str) -> bool:
     """A long token that mixes letters and digits with high entropy (keys, secrets), not a word or a path."""
     if len(token) < 24:
         return False
-    classes = sum(
-        [any(c.islower() for c in token), any(c.isupper() for c in token), any(c.isdigit() for c in token)]
-    )
+    classes = sum([any(c.islower() for c in token), any(c.isupper() for c in token), any(c.isdigit() for c in token)])
     if classes < 2 or not any(c.isdigit() for c in token):
         return False
     # snake_case / kebab-case identifiers are long but made of words.

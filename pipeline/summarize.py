@@ -103,9 +103,7 @@ def _clean(turn: Turn) -> str:
 
 def _clip(sentence: str) -> str:
     sentence = MARKER_RE.sub("[REDACTED]", sentence).strip()
-    return (
-        sentence if len(sentence) <= MAX_SENTENCE_CHARS else sentence[: MAX_SENTENCE_CHARS - 1].rstrip() + "…"
-    )
+    return sentence if len(sentence) <= MAX_SENTENCE_CHARS else sentence[: MAX_SENTENCE_CHARS - 1].rstrip() + "…"
 
 
 def _is_chatter(sentence: str) -> bool:

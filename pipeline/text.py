@@ -16,9 +16,7 @@ Lang = Literal["zh", "en"]
 Reply = Literal["confirm", "reject"]
 
 # Invisible characters used to smuggle text past a reader (zero-width, bidi controls, Unicode tags).
-_INVISIBLE_RE = re.compile(
-    "[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\U000e0000-\U000e007f]"
-)
+_INVISIBLE_RE = re.compile("[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\U000e0000-\U000e007f]")
 _SPACE_RE = re.compile(r"[ \t\u00a0\u3000]+")
 _CJK_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 _LATIN_RE = re.compile(r"[A-Za-z]")
@@ -129,9 +127,7 @@ def is_negated(text: str) -> bool:
     return bool(_EN_NEG_RE.search(en))
 
 
-_CONTRAST_TAIL_RE = re.compile(
-    r"[,，]\s*(?:not|never|rather than|instead of)\b.*$|[,，]\s*(?:而不是|不是|不要|别).*$"
-)
+_CONTRAST_TAIL_RE = re.compile(r"[,，]\s*(?:not|never|rather than|instead of)\b.*$|[,，]\s*(?:而不是|不是|不要|别).*$")
 
 
 def core_negated(text: str) -> bool:

@@ -16,8 +16,16 @@ runner = CliRunner()
 def test_ingest_file_stores_and_reports_each_transcript(services, engine, namespace: str, tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     lines = [
-        {"namespace": "ignored", "conversation_id": "a", "turns": [{"role": "user", "content": "I use Fedora."}]},
-        {"namespace": "ignored", "conversation_id": "b", "turns": [{"role": "user", "content": "我喜欢喝乌龙茶。"}]},
+        {
+            "namespace": "ignored",
+            "conversation_id": "a",
+            "turns": [{"role": "user", "content": "I use Fedora."}],
+        },
+        {
+            "namespace": "ignored",
+            "conversation_id": "b",
+            "turns": [{"role": "user", "content": "我喜欢喝乌龙茶。"}],
+        },
     ]
     path.write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in lines) + "\n", encoding="utf-8")
     result = runner.invoke(app, ["ingest", str(path), "--namespace", namespace])
@@ -28,23 +36,39 @@ def test_ingest_file_stores_and_reports_each_transcript(services, engine, namesp
         n = conn.execute(sa.text("SELECT count(*) FROM transcripts WHERE namespace=:n"), {"n": namespace}).scalar()
     assert n == 2
     again = runner.invoke(app, ["ingest", str(path), "--namespace", namespace])
-    assert again.exit_code == 0 and all(json.loads(x)["duplicate"] for x in again.stdout.splitlines() if x.startswith("{"))
+    assert again.exit_code == 0
+    assert all(json.loads(x)["duplicate"] for x in again.stdout.splitlines() if x.startswith("{"))
 
 
 def test_ingest_bad_file_exits_nonzero_with_the_line(services, engine, namespace: str, tmp_path: Path) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text(
-        json.dumps({"namespace": namespace, "turns": [{"role": "user", "content": "ok"}]}) + "\n"
-        + json.dumps({"namespace": namespace, "turns": []}) + "\n"
+        json.dumps({"namespace": namespace, "turns": [{"role": "user", "content": "ok"}]})
+        + "\n"
+        + json.dumps({"namespace": namespace, "turns": []})
+        + "\n"
     )
     result = runner.invoke(app, ["ingest", str(path)])
     assert result.exit_code == 2
     assert "bad.jsonl:2" in result.output
     with engine.connect() as conn:
-        assert conn.execute(sa.text("SELECT count(*) FROM transcripts WHERE namespace=:n"), {"n": namespace}).scalar() == 0
+        assert (
+            conn.execute(sa.text("SELECT count(*) FROM transcripts WHERE namespace=:n"), {"n": namespace}).scalar() == 0
+        )
 
 
 def test_help_lists_every_command() -> None:
     result = runner.invoke(app, ["--help"])
-    for cmd in ("up", "worker", "beat", "api", "migrate", "ingest", "memories", "search", "dead-letters", "lifecycle"):
+    for cmd in (
+        "up",
+        "worker",
+        "beat",
+        "api",
+        "migrate",
+        "ingest",
+        "memories",
+        "search",
+        "dead-letters",
+        "lifecycle",
+    ):
         assert cmd in result.output

@@ -25,7 +25,7 @@ def _setting_exists(name: str) -> bool:
     """HINDSIGHT_A__B names settings field a.b (env_nested_delimiter '__')."""
     assert name.startswith("HINDSIGHT_"), name
     model: type[BaseModel] = Settings
-    parts = name[len("HINDSIGHT_"):].lower().split("__")
+    parts = name[len("HINDSIGHT_") :].lower().split("__")
     for i, part in enumerate(parts):
         field = model.model_fields.get(part)
         if field is None:
@@ -65,10 +65,12 @@ def test_environment_names_real_settings() -> None:
     unknown = [k for k in env if not _setting_exists(k)]
     assert unknown == []
     assert env["HINDSIGHT_DATABASE_URL"].startswith("postgresql://")
-    assert "@postgres:" in env["HINDSIGHT_DATABASE_URL"] and "redis:6379" in env["HINDSIGHT_REDIS_URL"]
+    assert "@postgres:" in env["HINDSIGHT_DATABASE_URL"]
+    assert "redis:6379" in env["HINDSIGHT_REDIS_URL"]
     # The URL in compose must survive the settings validator.
     s = Settings(database_url=env["HINDSIGHT_DATABASE_URL"].replace("${POSTGRES_PASSWORD:-hindsight}", "pw"))
-    assert s.database_url and s.database_url.startswith("postgresql+psycopg://")
+    assert s.database_url
+    assert s.database_url.startswith("postgresql+psycopg://")
 
 
 def test_health_checks_and_readiness_ordering() -> None:

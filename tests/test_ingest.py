@@ -24,8 +24,11 @@ class Recorder:
 
 
 def _event(ns: str, **kw):  # type: ignore[no-untyped-def]
-    data = {"namespace": ns, "conversation_id": "c1",
-            "turns": [{"role": "user", "content": "I prefer tea over coffee."}]}
+    data = {
+        "namespace": ns,
+        "conversation_id": "c1",
+        "turns": [{"role": "user", "content": "I prefer tea over coffee."}],
+    }
     data.update(kw)
     return data
 
@@ -62,7 +65,8 @@ def test_accepted_once_per_idempotency_key_and_sent_after_commit(services, engin
     rec = Recorder()
     first = publish_transcripts([parse_event(_event(namespace))], send=rec)
     again = publish_transcripts([parse_event(_event(namespace))], send=rec)
-    assert not first[0].duplicate and again[0].duplicate
+    assert not first[0].duplicate
+    assert again[0].duplicate
     assert first[0].id == again[0].id
     assert rec.sent == [first[0].id]  # the duplicate sends nothing
     assert _count(engine, namespace) == 1
@@ -73,13 +77,18 @@ def test_limits_reject_oversized_transcripts_and_store_nothing(services, engine,
     rec = Recorder()
     with pytest.raises(InvalidInput, match="limit is 50"):
         publish_transcripts(
-            [parse_event(_event(namespace, turns=[{"role": "user", "content": "x" * 51}]))], settings=settings, send=rec
+            [parse_event(_event(namespace, turns=[{"role": "user", "content": "x" * 51}]))],
+            settings=settings,
+            send=rec,
         )
     with pytest.raises(InvalidInput, match="4 turns; the limit is 3"):
         publish_transcripts(
-            [parse_event(_event(namespace, turns=[{"role": "user", "content": "hi"}] * 4))], settings=settings, send=rec
+            [parse_event(_event(namespace, turns=[{"role": "user", "content": "hi"}] * 4))],
+            settings=settings,
+            send=rec,
         )
-    assert _count(engine, namespace) == 0 and rec.sent == []
+    assert _count(engine, namespace) == 0
+    assert rec.sent == []
 
 
 def test_secrets_are_redacted_before_storage(services, engine, namespace: str) -> None:
@@ -88,7 +97,8 @@ def test_secrets_are_redacted_before_storage(services, engine, namespace: str) -
     publish_transcripts([parse_event(ev)], send=Recorder())
     with engine.connect() as conn:
         stored = conn.execute(
-            sa.text("SELECT turns::text, redactions::text FROM transcripts WHERE namespace=:n"), {"n": namespace}
+            sa.text("SELECT turns::text, redactions::text FROM transcripts WHERE namespace=:n"),
+            {"n": namespace},
         ).one()
     assert key not in stored[0]
     assert "REDACTED" in stored[0]

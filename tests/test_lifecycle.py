@@ -23,7 +23,8 @@ def _state(engine: sa.Engine, mid: object) -> str:
 def _audits(engine: sa.Engine, mid: object) -> list[tuple[str, str, str]]:
     with engine.connect() as conn:
         rows = conn.execute(
-            sa.text("SELECT action, from_state, to_state FROM memory_audit WHERE memory_id=:i ORDER BY id"), {"i": mid}
+            sa.text("SELECT action, from_state, to_state FROM memory_audit WHERE memory_id=:i ORDER BY id"),
+            {"i": mid},
         ).all()
     return [(r[0], r[1], r[2]) for r in rows]
 
@@ -55,7 +56,8 @@ def test_ttl_expiry_archives_unpinned_memories(services, engine, namespace) -> N
     assert report.expired >= 1
     assert _state(engine, expiring) == "archived"
     assert _audits(engine, expiring) == [("ttl_expired", None, "archived")]
-    assert _state(engine, fresh) == "active" and _state(engine, pinned) == "active"
+    assert _state(engine, fresh) == "active"
+    assert _state(engine, pinned) == "active"
 
 
 def test_two_schedulers_at_once_move_each_memory_exactly_once(services, engine, namespace) -> None:

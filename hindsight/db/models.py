@@ -72,9 +72,7 @@ class EpisodeRow(Base):
 
     id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True, default=_uuid)
     namespace: Mapped[str] = mapped_column(String(128), index=True)
-    transcript_id: Mapped[uuid.UUID] = mapped_column(
-        ForeignKey("transcripts.id", ondelete="CASCADE"), unique=True
-    )
+    transcript_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("transcripts.id", ondelete="CASCADE"), unique=True)
     summary: Mapped[str] = mapped_column(Text)
     entities: Mapped[list[str]] = mapped_column(JSONB, default=list)
     turn_ids: Mapped[list[str]] = mapped_column(JSONB, default=list)
@@ -105,9 +103,7 @@ class MemoryRow(Base):
     embedding: Mapped[list[float]] = mapped_column(Vector())
     search_text: Mapped[str] = mapped_column(Text, default="")
     """Value segmented for full-text search (jieba for Chinese)."""
-    content_tsv: Mapped[Any] = mapped_column(
-        TSVECTOR, Computed("to_tsvector('simple', search_text)", persisted=True)
-    )
+    content_tsv: Mapped[Any] = mapped_column(TSVECTOR, Computed("to_tsvector('simple', search_text)", persisted=True))
     backend: Mapped[str] = mapped_column(String(128))
     """The language back-end (and prompt version) that produced the memory."""
     embedding_model: Mapped[str] = mapped_column(String(256))

@@ -65,16 +65,12 @@ class TranscriptRepository:
 
     def get_in_namespace(self, namespace: str, transcript_id: uuid.UUID) -> TranscriptRow | None:
         return self.session.execute(
-            select(TranscriptRow).where(
-                TranscriptRow.id == transcript_id, TranscriptRow.namespace == namespace
-            )
+            select(TranscriptRow).where(TranscriptRow.id == transcript_id, TranscriptRow.namespace == namespace)
         ).scalar_one_or_none()
 
     def mark_enqueued(self, ids: Sequence[uuid.UUID], now: datetime) -> None:
         if ids:
-            self.session.execute(
-                update(TranscriptRow).where(TranscriptRow.id.in_(ids)).values(enqueued_at=now)
-            )
+            self.session.execute(update(TranscriptRow).where(TranscriptRow.id.in_(ids)).values(enqueued_at=now))
 
     def claim_stuck(self, *, older_than: datetime, limit: int, now: datetime) -> list[uuid.UUID]:
         """Unfinished transcripts nobody has touched since `older_than`, claimed with SKIP LOCKED."""
@@ -109,9 +105,7 @@ class EpisodeRepository:
 
     def exists_for(self, transcript_id: uuid.UUID) -> bool:
         return (
-            self.session.execute(
-                select(EpisodeRow.id).where(EpisodeRow.transcript_id == transcript_id)
-            ).first()
+            self.session.execute(select(EpisodeRow.id).where(EpisodeRow.transcript_id == transcript_id)).first()
             is not None
         )
 
@@ -237,9 +231,11 @@ class MemoryRepository:
         finds it no longer in `from_state` and skips it (SKIP LOCKED + the WHERE on state).
         """
         column = getattr(MemoryRow, clock_column)
-        days = case(
-            *[(MemoryRow.kind == kind, n) for kind, n in windows.items()], else_=default_days
-        ) if windows else literal(default_days)
+        days = (
+            case(*[(MemoryRow.kind == kind, n) for kind, n in windows.items()], else_=default_days)
+            if windows
+            else literal(default_days)
+        )
         due = (
             select(MemoryRow.id)
             .where(
@@ -267,8 +263,7 @@ class MemoryRepository:
                 MemoryRow.ttl_days.is_not(None),
                 MemoryRow.pinned.is_(False),
                 MemoryRow.state.in_(("active", "stale")),
-                MemoryRow.last_verified_at
-                < literal(now) - func.make_interval(0, 0, 0, MemoryRow.ttl_days),
+                MemoryRow.last_verified_at < literal(now) - func.make_interval(0, 0, 0, MemoryRow.ttl_days),
             )
             .limit(limit)
             .with_for_update(skip_locked=True)
@@ -326,9 +321,7 @@ class AuditRepository:
 class ProvenanceRepository:
     session: Session
 
-    def add(
-        self, memory_id: uuid.UUID, transcript_id: uuid.UUID | None, turn_ids: list[str], action: str
-    ) -> None:
+    def add(self, memory_id: uuid.UUID, transcript_id: uuid.UUID | None, turn_ids: list[str], action: str) -> None:
         self.session.add(
             ProvenanceRow(memory_id=memory_id, transcript_id=transcript_id, turn_ids=turn_ids, action=action)
         )

@@ -82,7 +82,11 @@ def begin_attempt(engine: Engine, transcript_id: uuid.UUID, *, max_attempts: int
         if row.state in ("done", "dead"):
             return None
         if row.attempts >= max_attempts:
-            _dead(row, f"gave up after {row.attempts} attempts (last error: {row.last_error or 'worker lost'})", now)
+            _dead(
+                row,
+                f"gave up after {row.attempts} attempts (last error: {row.last_error or 'worker lost'})",
+                now,
+            )
             log.warning("transcript.dead_lettered", transcript_id=str(row.id), reason=row.last_error)
             return None
         row.attempts += 1
@@ -110,7 +114,10 @@ def record_failure(
         if row is None or row.state in ("done", "dead"):
             return False
         row.last_error = error[:2000]
-        row.attempt_log = [*row.attempt_log, {"at": now.isoformat(), "attempt": row.attempts, "error": error[:500]}]
+        row.attempt_log = [
+            *row.attempt_log,
+            {"at": now.isoformat(), "attempt": row.attempts, "error": error[:500]},
+        ]
         final = permanent or row.attempts >= max_attempts
         if final:
             _dead(row, error, now)
@@ -153,7 +160,10 @@ def distill_transcript(
         advisory_xact_lock(session, "namespace", transcript.namespace)
         memories = MemoryRepository(session)
         existing_rows = memories.candidates_for_reconcile(
-            transcript.namespace, sorted({f.key for f in facts}), [e.embedding for e in embedded], NEIGHBOURS_PER_FACT
+            transcript.namespace,
+            sorted({f.key for f in facts}),
+            [e.embedding for e in embedded],
+            NEIGHBOURS_PER_FACT,
         )
         existing = [_existing(r) for r in existing_rows]
         ops = reconcile(embedded, existing, dedupe_threshold=settings.embedding.effective_dedupe_threshold)
@@ -306,8 +316,14 @@ class _Writer:
         self._audit(
             row,
             "created",
-            {"value": fact.value, "key": fact.key, "kind": fact.kind.value, "confidence": row.confidence,
-             "source": fact.source.value, "reason": op.reason},
+            {
+                "value": fact.value,
+                "key": fact.key,
+                "kind": fact.kind.value,
+                "confidence": row.confidence,
+                "source": fact.source.value,
+                "reason": op.reason,
+            },
             to_state=row.state,
         )
         return row
@@ -347,7 +363,12 @@ class _Writer:
         self._audit(
             row,
             "merged",
-            {"old_value": before_value, "value": row.value, "reason": op.reason, "confidence": row.confidence},
+            {
+                "old_value": before_value,
+                "value": row.value,
+                "reason": op.reason,
+                "confidence": row.confidence,
+            },
             from_state=before_state,
             to_state=row.state,
         )
@@ -384,6 +405,4 @@ class _Writer:
             to_state=old.state,
         )
         if not supersede:
-            self._audit(
-                new, "conflict", {"other_memory_id": str(old.id), "reason": op.reason}, to_state=new.state
-            )
+            self._audit(new, "conflict", {"other_memory_id": str(old.id), "reason": op.reason}, to_state=new.state)

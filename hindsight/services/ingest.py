@@ -42,9 +42,7 @@ def _describe(exc: ValidationError) -> str:
 
 def check_limits(event: TranscriptIn, limits: LimitSettings) -> None:
     if len(event.turns) > limits.max_turns_per_transcript:
-        raise InvalidInput(
-            f"transcript has {len(event.turns)} turns; the limit is {limits.max_turns_per_transcript}"
-        )
+        raise InvalidInput(f"transcript has {len(event.turns)} turns; the limit is {limits.max_turns_per_transcript}")
     total = 0
     for i, turn in enumerate(event.turns):
         if len(turn.content) > limits.max_turn_chars:

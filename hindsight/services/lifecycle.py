@@ -50,9 +50,13 @@ def run_lifecycle(engine: Engine, settings: LifecycleSettings, *, now: datetime 
             (
                 "stale",
                 lambda: memories.transition_due(
-                    from_state="active", to_state="stale", windows=settings.stale_after_days,
-                    default_days=settings.default_stale_after_days, clock_column="last_verified_at",
-                    now=now, limit=settings.batch_size,
+                    from_state="active",
+                    to_state="stale",
+                    windows=settings.stale_after_days,
+                    default_days=settings.default_stale_after_days,
+                    clock_column="last_verified_at",
+                    now=now,
+                    limit=settings.batch_size,
                 ),
                 "active",
                 "stale",
@@ -60,9 +64,13 @@ def run_lifecycle(engine: Engine, settings: LifecycleSettings, *, now: datetime 
             (
                 "archived",
                 lambda: memories.transition_due(
-                    from_state="stale", to_state="archived", windows=settings.archive_after_days,
-                    default_days=settings.default_archive_after_days, clock_column="state_changed_at",
-                    now=now, limit=settings.batch_size,
+                    from_state="stale",
+                    to_state="archived",
+                    windows=settings.archive_after_days,
+                    default_days=settings.default_archive_after_days,
+                    clock_column="state_changed_at",
+                    now=now,
+                    limit=settings.batch_size,
                 ),
                 "stale",
                 "archived",
@@ -83,8 +91,11 @@ def run_lifecycle(engine: Engine, settings: LifecycleSettings, *, now: datetime 
                         at=now,
                     )
                     log.info(
-                        "memory.state_changed", memory_id=str(memory_id), namespace=namespace,
-                        to_state=to_state, reason=name,
+                        "memory.state_changed",
+                        memory_id=str(memory_id),
+                        namespace=namespace,
+                        to_state=to_state,
+                        reason=name,
                     )
                     report.moved.append(memory_id)
                 setattr(report, name, getattr(report, name) + len(moved))

@@ -84,7 +84,8 @@ def search_memories(
     if record_access and found:
         repo.touch_accessed([r.id for r, _ in found], datetime.now(UTC))
     return SearchResult(
-        query=query, hits=[SearchHit(memory=MemoryRead.model_validate(r), score=round(s, 4)) for r, s in found]
+        query=query,
+        hits=[SearchHit(memory=MemoryRead.model_validate(r), score=round(s, 4)) for r, s in found],
     )
 
 

@@ -120,7 +120,10 @@ class SessionStore:
         # Only now, with the transcript committed, do the turns leave Redis.
         self.redis.ltrim(pending_key, len(raw), -1)
         log.info(
-            "session.flushed", namespace=namespace, session_id=session_id, event_type=event_type.value,
+            "session.flushed",
+            namespace=namespace,
+            session_id=session_id,
+            event_type=event_type.value,
             turns=len(raw),
         )
         return True

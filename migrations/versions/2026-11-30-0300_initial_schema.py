@@ -59,9 +59,7 @@ def upgrade() -> None:
         _ts("processed_at", nullable=True),
         _ts("updated_at", default=True),
         sa.Column("redactions", pg.JSONB, nullable=False, server_default=sa.text("'[]'::jsonb")),
-        sa.CheckConstraint(
-            "state IN ('accepted', 'processing', 'done', 'dead')", name="state_valid"
-        ),
+        sa.CheckConstraint("state IN ('accepted', 'processing', 'done', 'dead')", name="state_valid"),
         sa.UniqueConstraint("namespace", "idempotency_key", name="uq_transcripts_namespace_idempotency_key"),
     )
     op.create_index("ix_transcripts_namespace", "transcripts", ["namespace"])
@@ -124,9 +122,7 @@ def upgrade() -> None:
         _ts("state_changed_at"),
         _ts("last_accessed_at", nullable=True),
         sa.Column("access_count", sa.Integer, nullable=False, server_default="0"),
-        sa.CheckConstraint(
-            "state IN ('active', 'stale', 'archived', 'quarantined')", name="state_valid"
-        ),
+        sa.CheckConstraint("state IN ('active', 'stale', 'archived', 'quarantined')", name="state_valid"),
         sa.CheckConstraint("confidence >= 0 AND confidence <= 1", name="confidence_range"),
         sa.CheckConstraint("ttl_days IS NULL OR ttl_days > 0", name="ttl_positive"),
     )

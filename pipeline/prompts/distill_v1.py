@@ -26,14 +26,10 @@ class LLMFact(BaseModel):
     )
     key: str = Field(description="subject.attribute, e.g. user.database, user.city, colleague:li.language")
     value: str = Field(description="short, self-contained statement in the user's language")
-    source_turn_ids: list[str] = Field(
-        default_factory=list, description="ids of the turns the value was taken from"
-    )
+    source_turn_ids: list[str] = Field(default_factory=list, description="ids of the turns the value was taken from")
     # Optional and lenient: a null here is not worth a retry; the back-end applies the defaults and caps.
     negated: bool | None = Field(False, description="the fact states an absence or negation")
-    supersedes_previous: bool | None = Field(
-        False, description="a change-of-state cue: an older value is now wrong"
-    )
+    supersedes_previous: bool | None = Field(False, description="a change-of-state cue: an older value is now wrong")
     confidence: float | None = Field(0.8, description="0..1, how clearly the transcript states it")
     subject: str | None = Field("user", description="who the fact is about: user, or e.g. colleague:li")
 
@@ -149,9 +145,7 @@ def render_transcript(transcript: Transcript, *, max_chars: int = DEFAULT_MAX_TR
     return "\n\n".join(head + middle + tail[::-1])
 
 
-def build_messages(
-    transcript: Transcript, *, max_chars: int = DEFAULT_MAX_TRANSCRIPT_CHARS
-) -> list[dict[str, str]]:
+def build_messages(transcript: Transcript, *, max_chars: int = DEFAULT_MAX_TRANSCRIPT_CHARS) -> list[dict[str, str]]:
     """System rules plus the rendered transcript, ready for `LLMClient.generate(..., DistillResponse)`."""
     user = (
         f"Conversation {transcript.conversation_id}, ended {transcript.occurred_at.isoformat()}.\n"

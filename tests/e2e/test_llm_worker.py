@@ -44,7 +44,9 @@ def _answer(request: dict[str, Any]) -> str | dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def llm_worker(services: Services, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ScriptedLLMServer, str, Proc]]:
+def llm_worker(
+    services: Services, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[ScriptedLLMServer, str, Proc]]:
     """A worker on its own Redis whose language back-end is the OpenAI client pointed at the fake server."""
     from hindsight.embedded import start_redis
 
@@ -97,8 +99,11 @@ def _row(engine: sa.Engine, tid: uuid.UUID) -> dict[str, Any]:
     with engine.connect() as conn:
         return dict(
             conn.execute(
-                sa.text("SELECT state, attempts, last_error, attempt_log FROM transcripts WHERE id=:i"), {"i": tid}
-            ).mappings().one()
+                sa.text("SELECT state, attempts, last_error, attempt_log FROM transcripts WHERE id=:i"),
+                {"i": tid},
+            )
+            .mappings()
+            .one()
         )
 
 
@@ -118,14 +123,17 @@ def test_llm_backend_distills_through_429_and_dead_letters_poison(
     assert [(r[0], r[1]) for r in rows] == [("User runs CockroachDB in production", "user")]
     assert rows[0][2] == "openai:scripted-model/distill_v1"
     sent = server.requests[0]
-    assert sent["model"] == "scripted-model" and sent["temperature"] == 0
+    assert sent["model"] == "scripted-model"
+    assert sent["temperature"] == 0
     assert sent["response_format"]["type"] == "json_schema"
 
     poison = _publish(redis_url, namespace, "POISON transcript the model cannot answer")
     wait_for(lambda: _row(engine, poison)["state"] == "dead", 90, "poison transcript dead-lettered", procs)
     dead = _row(engine, poison)
-    assert "PermanentError" in dead["last_error"] and "JSON" in dead["last_error"]
-    assert dead["attempts"] == 1 and len(dead["attempt_log"]) == 1
+    assert "PermanentError" in dead["last_error"]
+    assert "JSON" in dead["last_error"]
+    assert dead["attempts"] == 1
+    assert len(dead["attempt_log"]) == 1
 
     # The worker is still healthy and keeps distilling.
     after = _publish(redis_url, namespace + "-b", "We run CockroachDB in production.")
@@ -147,7 +155,12 @@ def test_dead_letters_can_be_listed_and_requeued(
     server.default = lambda req: _answer({"messages": [{"content": "fixed"}]})
     try:
         assert requeue_dead_letters(ids=[poison], engine=engine, send=_sender(redis_url)) == [poison]
-        wait_for(lambda: _row(engine, poison)["state"] == "done", 60, "re-queued transcript done", {"llm-worker": proc})
+        wait_for(
+            lambda: _row(engine, poison)["state"] == "done",
+            60,
+            "re-queued transcript done",
+            {"llm-worker": proc},
+        )
     finally:
         server.default = _answer
     assert list_dead_letters(namespace=namespace, engine=engine) == []

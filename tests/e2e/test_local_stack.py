@@ -17,15 +17,26 @@ pytestmark = pytest.mark.e2e
 
 def test_up_runs_the_stack_on_embedded_defaults_and_shows_memories(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HINDSIGHT_")}
-    env.update({"HINDSIGHT_DATA_DIR": str(tmp_path / "hs"), "HINDSIGHT_API_PORT": str(free_port()),
-                "HF_HUB_OFFLINE": "1", "COLUMNS": "200"})
+    env.update(
+        {
+            "HINDSIGHT_DATA_DIR": str(tmp_path / "hs"),
+            "HINDSIGHT_API_PORT": str(free_port()),
+            "HF_HUB_OFFLINE": "1",
+            "COLUMNS": "200",
+        }
+    )
     proc = subprocess.run(
         [sys.executable, "-m", "hindsight.cli", "up", "--once"],
-        cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=400,
+        cwd=str(tmp_path),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
     )
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-6000:]
-    assert "namespace demo-wang" in output and "namespace demo-alice" in output
+    assert "namespace demo-wang" in output
+    assert "namespace demo-alice" in output
     assert "PostgreSQL 16" in output, "the Chinese sample's upgraded database is remembered"
     assert "DuckDB" in output
     assert "hunter2" not in output, "a password planted in a tool turn never becomes a memory"

@@ -75,7 +75,8 @@ def test_chinese_transcript_comes_back_as_memories_with_provenance(stack: Stack,
     assert not active_with(stack, namespace, "累"), "a passing mood must not be stored"
 
     d = detail(stack, namespace, pg[0]["id"])
-    assert d["source"] == "user" and d["state"] == "active"
+    assert d["source"] == "user"
+    assert d["state"] == "active"
     assert d["provenance"][0]["transcript_id"] == tid
     assert d["provenance"][0]["turn_ids"] == ["0"], "provenance names the turn the fact came from"
     assert [h["action"] for h in d["history"]] == ["created"]
@@ -84,7 +85,9 @@ def test_chinese_transcript_comes_back_as_memories_with_provenance(stack: Stack,
     assert "PostgreSQL" in hits["hits"][0]["memory"]["value"]
 
     eps = httpx.get(f"{stack.api_url}/v1/namespaces/{namespace}/episodes").json()
-    assert len(eps) == 1 and eps[0]["transcript_id"] == tid and eps[0]["summary"]
+    assert len(eps) == 1
+    assert eps[0]["transcript_id"] == tid
+    assert eps[0]["summary"]
 
 
 def test_english_transcript_comes_back_as_memories(stack: Stack, namespace: str) -> None:
@@ -142,7 +145,8 @@ def test_paraphrase_refreshes_instead_of_duplicating(stack: Stack, namespace: st
 def test_negated_fact_is_not_merged_into_its_opposite(stack: Stack, namespace: str) -> None:
     distill(stack, namespace, "I am allergic to penicillin.")
     before = active_with(stack, namespace, "penicillin")
-    assert len(before) == 1 and not before[0]["negated"]
+    assert len(before) == 1
+    assert not before[0]["negated"]
     distill(stack, namespace, "I am not allergic to penicillin.")
     after = [m for m in memories(stack, namespace) if "penicillin" in m["value"].lower()]
     assert len(after) == 2, after
@@ -167,7 +171,8 @@ def test_tool_turn_claiming_a_user_preference_does_not_become_one(stack: Stack, 
     assert not active_with(stack, namespace, "Klingon")
     for m in memories(stack, namespace):
         if "klingon" in m["value"].lower():
-            assert m["state"] == "quarantined" and m["source"] == "tool"
+            assert m["state"] == "quarantined"
+            assert m["source"] == "tool"
 
 
 def _send(task: str, **kwargs: Any) -> None:
@@ -215,7 +220,8 @@ def test_lifecycle_ages_memories_through_beat_tasks_with_an_injected_clock(
     assert _audit_count(engine, aging["id"], "archived") == 1
     assert state_of(pinned["id"]) == "active"
     hist = [(h["from_state"], h["to_state"]) for h in detail(stack, namespace, aging["id"])["history"]]
-    assert ("active", "stale") in hist and ("stale", "archived") in hist
+    assert ("active", "stale") in hist
+    assert ("stale", "archived") in hist
 
 
 def test_turn_threshold_and_idle_close_publish_events(stack: Stack, engine: sa.Engine, namespace: str) -> None:
@@ -231,8 +237,10 @@ def test_turn_threshold_and_idle_close_publish_events(stack: Stack, engine: sa.E
     def events() -> list[tuple[str, int]]:
         with engine.connect() as conn:
             rows = conn.execute(
-                sa.text("SELECT event_type, jsonb_array_length(turns) FROM transcripts WHERE namespace=:n "
-                        "ORDER BY received_at"),
+                sa.text(
+                    "SELECT event_type, jsonb_array_length(turns) FROM transcripts WHERE namespace=:n "
+                    "ORDER BY received_at"
+                ),
                 {"n": namespace},
             ).all()
         return [(r[0], r[1]) for r in rows]
@@ -260,25 +268,33 @@ def test_sweeper_enqueues_accepted_transcripts_whose_message_was_lost(
 def test_http_bad_input_gets_clear_errors_and_changes_nothing(stack: Stack, engine: sa.Engine, namespace: str) -> None:
     base = f"{stack.api_url}/v1/namespaces/{namespace}"
     r = httpx.post(f"{base}/transcripts", json={"turns": [{"role": "robot", "content": "hi"}]})
-    assert r.status_code == 422 and "role" in r.text
+    assert r.status_code == 422
+    assert "role" in r.text
     r = httpx.post(f"{base}/transcripts", json={"turns": []})
     assert r.status_code == 422
     r = httpx.post(f"{base}/transcripts", json={"namespace": "other", "turns": [{"role": "user", "content": "x"}]})
     assert r.status_code == 422, "a namespace in the body is refused, never used"
     r = httpx.post(
-        f"{base}/transcripts", content=b'{"turns": [{"role": "user", "content": "\xff"}]}',
+        f"{base}/transcripts",
+        content=b'{"turns": [{"role": "user", "content": "\xff"}]}',
         headers={"content-type": "application/json"},
     )
-    assert r.status_code == 400 and "parsing the body" in r.text, r.text  # invalid UTF-8: a clear 400
+    assert r.status_code == 400, r.text  # invalid UTF-8: a clear 400
+    assert "parsing the body" in r.text
     big = "x" * (5 * 1024 * 1024)
     r = httpx.post(f"{base}/transcripts", json={"turns": [{"role": "user", "content": big}]}, timeout=30)
     assert r.status_code == 413
-    r = httpx.post(f"{stack.api_url}/v1/namespaces/bad%20ns/transcripts", json={"turns": [{"role": "user", "content": "x"}]})
+    r = httpx.post(
+        f"{stack.api_url}/v1/namespaces/bad%20ns/transcripts",
+        json={"turns": [{"role": "user", "content": "x"}]},
+    )
     assert r.status_code == 422
     assert httpx.get(f"{base}/memories/{uuid.uuid4()}").status_code == 404
     assert httpx.get(f"{base}/search", params={"q": ""}).status_code == 422
     assert httpx.get(f"{base}/memories", params={"state": "bogus"}).status_code == 422
     with engine.connect() as conn:
-        assert conn.execute(sa.text("SELECT count(*) FROM transcripts WHERE namespace=:n"), {"n": namespace}).scalar() == 0
+        assert (
+            conn.execute(sa.text("SELECT count(*) FROM transcripts WHERE namespace=:n"), {"n": namespace}).scalar() == 0
+        )
     spec = httpx.get(f"{stack.api_url}/openapi.json").json()
     assert "/v1/namespaces/{namespace}/memories/{memory_id}" in spec["paths"]

@@ -56,9 +56,7 @@ class ScriptedResponse:
         if "error" in spec:
             return cls(status=int(spec["error"]), body=spec.get("body"), headers=headers, delay_seconds=delay)
         if "json" in spec:
-            return cls(
-                content=json.dumps(spec["json"], ensure_ascii=False), headers=headers, delay_seconds=delay
-            )
+            return cls(content=json.dumps(spec["json"], ensure_ascii=False), headers=headers, delay_seconds=delay)
         if "content" in spec:
             return cls(content=str(spec["content"]), headers=headers, delay_seconds=delay)
         raise ValueError(f"script entry needs one of json/content/error: {spec!r}")
@@ -122,15 +120,11 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             response = owner._next_response(request)
         except Exception as exc:  # a broken default responder should show up as an answer, not a hang
-            response = ScriptedResponse(
-                status=500, body=_error_body(500, f"default responder failed: {exc!r}")
-            )
+            response = ScriptedResponse(status=500, body=_error_body(500, f"default responder failed: {exc!r}"))
         if response.delay_seconds:
             time.sleep(response.delay_seconds)
         if response.status != 200:
-            body = (
-                response.body if response.body is not None else _error_body(response.status, "scripted error")
-            )
+            body = response.body if response.body is not None else _error_body(response.status, "scripted error")
             self._send_json(response.status, body, response.headers)
             return
         content = response.content or ""
@@ -217,17 +211,13 @@ class ScriptedLLMServer:
 
     def enqueue_json(self, obj: Any, *, delay_seconds: float = 0.0) -> ScriptedLLMServer:
         """A normal completion whose message content is json.dumps(obj)."""
-        return self.enqueue(
-            ScriptedResponse(content=json.dumps(obj, ensure_ascii=False), delay_seconds=delay_seconds)
-        )
+        return self.enqueue(ScriptedResponse(content=json.dumps(obj, ensure_ascii=False), delay_seconds=delay_seconds))
 
     def enqueue_content(self, text: str, *, delay_seconds: float = 0.0) -> ScriptedLLMServer:
         """A completion with this exact message content (fenced JSON, malformed JSON, prose...)."""
         return self.enqueue(ScriptedResponse(content=text, delay_seconds=delay_seconds))
 
-    def enqueue_error(
-        self, status: int, body: Any = None, headers: dict[str, str] | None = None
-    ) -> ScriptedLLMServer:
+    def enqueue_error(self, status: int, body: Any = None, headers: dict[str, str] | None = None) -> ScriptedLLMServer:
         """An HTTP error, e.g. `enqueue_error(429, headers={"retry-after": "0"})`."""
         return self.enqueue(ScriptedResponse(status=status, body=body, headers=dict(headers or {})))
 

@@ -49,9 +49,7 @@ def test_questions_requests_and_small_talk_give_nothing() -> None:
 
 
 def test_stable_english_fact_rewritten_in_third_person() -> None:
-    facts = extract_facts(
-        _transcript(("user", "I'm exhausted right now. I live in Toronto and I work as a nurse."))
-    )
+    facts = extract_facts(_transcript(("user", "I'm exhausted right now. I live in Toronto and I work as a nurse.")))
     assert not _find(facts, "exhausted")
     [city] = _find(facts, "Toronto")
     assert city.key == "user.city"
@@ -69,9 +67,7 @@ def test_third_party_fact_is_attributed_to_that_person() -> None:
 
 
 def test_third_party_english_named_colleague() -> None:
-    facts = extract_facts(
-        _transcript(("user", "My colleague Omar writes everything in Rust, I'm fine with Python."))
-    )
+    facts = extract_facts(_transcript(("user", "My colleague Omar writes everything in Rust, I'm fine with Python.")))
     omar = [f for f in _active(facts) if "Omar" in f.value]
     assert omar
     assert all(f.key.startswith("colleague:omar") for f in omar)
@@ -100,9 +96,7 @@ def test_tool_text_never_becomes_a_user_preference() -> None:
 
 def test_assistant_guess_needs_confirmation() -> None:
     guess = ("assistant", "You're based in Berlin, right?")
-    confirmed = extract_facts(
-        _transcript(("user", "Any good bakeries nearby?"), guess, ("user", "Yes, exactly."))
-    )
+    confirmed = extract_facts(_transcript(("user", "Any good bakeries nearby?"), guess, ("user", "Yes, exactly.")))
     [city] = _find(confirmed, "Berlin")
     assert city.source is Source.user
     assert city.turn_ids == ["t1", "t2"]

@@ -62,9 +62,7 @@ def fact(**overrides: Any) -> dict[str, Any]:
     return base
 
 
-def answer(
-    *facts: dict[str, Any], summary: str = "User works with PostgreSQL 15.", **extra: Any
-) -> dict[str, Any]:
+def answer(*facts: dict[str, Any], summary: str = "User works with PostgreSQL 15.", **extra: Any) -> dict[str, Any]:
     return {
         "summary": summary,
         "entities": extra.get("entities", ["PostgreSQL"]),
@@ -110,9 +108,7 @@ def test_real_user_fact_is_kept_with_its_turn_ids(server: ScriptedLLMServer, bac
     assert f.confidence == pytest.approx(0.9)
 
 
-def test_preference_cited_only_from_a_tool_turn_is_quarantined(
-    server: ScriptedLLMServer, backend: LLMBackend
-) -> None:
+def test_preference_cited_only_from_a_tool_turn_is_quarantined(server: ScriptedLLMServer, backend: LLMBackend) -> None:
     poisoned = fact(
         kind="preference",
         key="user.data_destination",
@@ -229,9 +225,7 @@ def test_duplicate_facts_are_merged_per_source(server: ScriptedLLMServer, backen
     assert assistant_claim.turn_ids == ["D1:5"]
 
 
-def test_empty_summary_falls_back_to_an_extractive_one(
-    server: ScriptedLLMServer, backend: LLMBackend
-) -> None:
+def test_empty_summary_falls_back_to_an_extractive_one(server: ScriptedLLMServer, backend: LLMBackend) -> None:
     server.enqueue_json(answer(summary="  ", summary_turn_ids=["ghost"]))
     summary = backend.distill(CONVERSATION).summary
     assert summary.turn_ids == ["D1:1", "D1:5"]
@@ -241,9 +235,7 @@ def test_empty_summary_falls_back_to_an_extractive_one(
 
 
 def test_absent_fields_fall_back_too(server: ScriptedLLMServer, backend: LLMBackend) -> None:
-    server.enqueue_json(
-        {"summary": "", "facts": [{"kind": "fact", "key": "user.city", "value": "Lives in Berlin"}]}
-    )
+    server.enqueue_json({"summary": "", "facts": [{"kind": "fact", "key": "user.city", "value": "Lives in Berlin"}]})
     out = backend.distill(CONVERSATION)
     assert out.summary.turn_ids == ["D1:1", "D1:5"]
     [f] = out.facts  # no source turns cited at all: quarantined
@@ -251,9 +243,7 @@ def test_absent_fields_fall_back_too(server: ScriptedLLMServer, backend: LLMBack
     assert f.turn_ids == []
 
 
-def test_prompt_renders_turn_ids_roles_and_fences_tool_text(
-    server: ScriptedLLMServer, backend: LLMBackend
-) -> None:
+def test_prompt_renders_turn_ids_roles_and_fences_tool_text(server: ScriptedLLMServer, backend: LLMBackend) -> None:
     server.enqueue_json(answer())
     backend.distill(CONVERSATION)
     body = server.requests[0]

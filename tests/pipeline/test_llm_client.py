@@ -37,9 +37,7 @@ def server() -> Iterator[ScriptedLLMServer]:
         yield srv
 
 
-def make_client(
-    srv: ScriptedLLMServer, *, max_retries: int = 2, timeout: float = 5.0
-) -> OpenAICompatibleClient:
+def make_client(srv: ScriptedLLMServer, *, max_retries: int = 2, timeout: float = 5.0) -> OpenAICompatibleClient:
     return OpenAICompatibleClient(
         base_url=srv.base_url,
         api_key=API_KEY,

@@ -50,9 +50,7 @@ def mem(key: str, value: str, angle: float, **kw: object) -> ExistingMemory:
 
 def test_paraphrase_same_key_refreshes() -> None:
     old = mem("user.editor", "User prefers dark mode in the editor", 0)
-    [op] = reconcile(
-        [fact("user.editor", "User likes a dark theme in the editor", 10)], [old], dedupe_threshold=T
-    )
+    [op] = reconcile([fact("user.editor", "User likes a dark theme in the editor", 10)], [old], dedupe_threshold=T)
     assert op.action == "refresh"
     assert op.target_id == old.id
     assert op.new_id is None
@@ -94,9 +92,7 @@ def test_version_difference_is_a_conflict_not_a_refresh() -> None:
 
 def test_number_difference_between_neighbours_inserts() -> None:
     old = mem("user.habit.run", "User runs 5 km every morning", 0)
-    [op] = reconcile(
-        [fact("user.exercise.run", "User runs 10 km every morning", 2)], [old], dedupe_threshold=T
-    )
+    [op] = reconcile([fact("user.exercise.run", "User runs 10 km every morning", 2)], [old], dedupe_threshold=T)
     assert op.action == "insert"
 
 
@@ -152,9 +148,7 @@ def test_tool_fact_posing_as_active_is_quarantined_and_capped() -> None:
 
 
 def test_confidence_capped_by_source() -> None:
-    [op] = reconcile(
-        [fact("user.x", "v", 0, source=Source.assistant, confidence=0.99)], [], dedupe_threshold=T
-    )
+    [op] = reconcile([fact("user.x", "v", 0, source=Source.assistant, confidence=0.99)], [], dedupe_threshold=T)
     assert op.fact.confidence == SOURCE_CONFIDENCE_CAP[Source.assistant]
 
 

@@ -40,9 +40,7 @@ def test_summary_quotes_only_user_and_assistant_and_names_its_turns() -> None:
 def test_summary_is_bounded_and_chinese_labelled() -> None:
     long = "我在做一个很长很长的项目说明，" * 40
     s = summarize(
-        _transcript(
-            [("user", "帮我看看这个报错怎么解决？"), ("user", long), ("assistant", "建议先升级依赖。")]
-        )
+        _transcript([("user", "帮我看看这个报错怎么解决？"), ("user", long), ("assistant", "建议先升级依赖。")])
     )
     assert len(s.text) <= MAX_SUMMARY_CHARS
     assert s.text.startswith("用户请求")
