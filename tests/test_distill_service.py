@@ -50,8 +50,10 @@ def test_running_twice_changes_nothing_the_second_time(clients, engine, namespac
     first = distill_transcript(tid, clients=clients, engine=engine)
     before = _rows(engine, namespace)
     second = distill_transcript(tid, clients=clients, engine=engine)
-    assert first.status == "done" and second.status == "skipped"
-    assert before and _rows(engine, namespace) == before
+    assert first.status == "done"
+    assert second.status == "skipped"
+    assert before
+    assert _rows(engine, namespace) == before
     with engine.connect() as conn:
         assert conn.execute(sa.text("SELECT count(*) FROM episodes WHERE transcript_id=:t"), {"t": tid}).scalar() == 1
 
@@ -66,7 +68,8 @@ def test_an_older_transcript_distilled_late_does_not_override_newer_knowledge(cl
     helix = next(r for r in rows if "Helix" in r["value"])
     sublime = next(r for r in rows if "Sublime" in r["value"])
     assert helix["confidence"] == helix_before["confidence"], "the newer memory keeps its confidence"
-    assert sublime["has_conflict"] and sublime["confidence"] < helix["confidence"]
+    assert sublime["has_conflict"]
+    assert sublime["confidence"] < helix["confidence"]
 
 
 def test_attempt_budget_dead_letters_instead_of_looping(clients, engine, namespace) -> None:  # type: ignore[no-untyped-def]
@@ -78,7 +81,8 @@ def test_attempt_budget_dead_letters_instead_of_looping(clients, engine, namespa
     assert distill_transcript(tid, clients=c, engine=engine).status == "skipped"
     with engine.connect() as conn:
         state, error = conn.execute(sa.text("SELECT state, last_error FROM transcripts WHERE id=:t"), {"t": tid}).one()
-    assert state == "dead" and "gave up after 2 attempts" in error
+    assert state == "dead"
+    assert "gave up after 2 attempts" in error
     assert _rows(engine, namespace) == []
 
 
@@ -93,4 +97,5 @@ def test_transient_failures_retry_until_the_budget_then_dead_letter(engine, name
     assert record_failure(engine, tid, "TransientError: 503", permanent=False, max_attempts=3) is True
     with engine.connect() as conn:
         state, log = conn.execute(sa.text("SELECT state, attempt_log FROM transcripts WHERE id=:t"), {"t": tid}).one()
-    assert state == "dead" and [e["attempt"] for e in log] == [1, 3]
+    assert state == "dead"
+    assert [e["attempt"] for e in log] == [1, 3]
