@@ -102,6 +102,8 @@ def _strip_discourse(clause: str) -> str:
         prev = clause
         clause = lx.ZH_DISCOURSE.sub("", clause, count=1) if has_cjk(clause[:3]) else clause
         clause = lx.EN_DISCOURSE.sub("", clause, count=1)
+        clause = lx.EN_DISCOURSE_TAIL.sub("", clause)
+        clause = lx.ZH_DISCOURSE_TAIL.sub("", clause)
         clause = clause.strip(" ,，。.!！:：;；—-")
     return clause
 
@@ -141,6 +143,18 @@ def _match_attribute(clause: str) -> lx.Attribute | None:
 _LATIN_NOUN_RE = re.compile(r"\b[A-Za-z][A-Za-z0-9+#.\-]{1,}\b")
 _GENERIC_EN = frozenset(
     [
+        # verbs of the generic tools attribute: the key should name the tool, not the verb
+        "use",
+        "uses",
+        "used",
+        "using",
+        "switched",
+        "moved",
+        "migrated",
+        "rely",
+        "adopted",
+        "work",
+        "from",
         "user",
         "user's",
         "i",

@@ -228,6 +228,16 @@ ATTRIBUTES: list[Attribute] = [
         _zh(r"项目|在做|在开发|开发|小程序|app|App|网站|系统|开了家店|开店|网店|店铺"),
         _en(r"\bproject\b|\bbuilding\b|\bapp\b|website|side project|\bshop\b|\bstore\b|\bblog\b|\bservice\b"),
     ),
+    Attribute(
+        # Tools and products the user works with, when no specific attribute above named them.
+        "tools.*",
+        K.preference,
+        _zh(r"(?:改用|换成|换到|迁移到|迁到|转到|在用|使用|用的是|一直用)"),
+        _en(
+            r"\b(?:i|we) (?:\w+ )?(?:use|uses|used|using|switched|moved|migrated|rely on|work with|adopted)\b"
+            r"|\bswitched (?:from|to)\b|\bmigrated (?:from|to)\b"
+        ),
+    ),
     Attribute("decision", K.decision, _zh(r"决定|定下来|定了"), _en(r"\bdecided\b|\bsticking with\b|\bgoing with\b")),
     Attribute("pet", K.fact, _zh(r"猫|狗|宠物"), _en(r"\bcats?\b|\bdogs?\b|\bpets?\b")),
     Attribute(
@@ -432,7 +442,7 @@ EN_REMEMBER = re.compile(
 ZH_REPEAT = re.compile(r"说过|跟你说过|讲过好几次|提过")
 EN_REPEAT = re.compile(r"\btold you\b|\bsaid (?:this|that) before\b", re.I)
 ZH_DISCOURSE = re.compile(
-    r"^(?:嗯+|哦+|噢|啊|哈+|好的?|行|对了|另外|还有|其实|顺便说一下|顺便|先说一下|先说|"
+    r"^(?:嗯+|哦+|噢|啊|哈+|好的?|行|对了|另外|还有|其实|顺便说一下|顺便|先说一下|先说|[跟和]你说一下|[跟和]你说|告诉你|"
     r"说一下|补充一下|然后|所以|不过|"
     r"但是|那|就是|反正|总之|话说|对|是的|没错|不是)[，,。！!：:\s]*"
 )
@@ -441,6 +451,10 @@ EN_DISCOURSE = re.compile(
     r"nice|thx|thanks|oh nice|haha|lol|ugh|not me|two things|one more thing|quick thing|first)[,.!:;—\-]*\s+",
     re.I,
 )
+
+# Trailing asides that carry nothing ("…, by the way", "…顺便说一句").
+EN_DISCOURSE_TAIL = re.compile(r"[,\s]+(?:by the way|btw|fyi|just so you know|if that matters)\s*$", re.I)
+ZH_DISCOURSE_TAIL = re.compile(r"[，,\s]*(?:顺便说一句|顺便一提|跟你说一下)\s*$")
 
 # One-off plans and wishes: transient unless the clause also names a stable attribute.
 ZH_PLAN = re.compile(r"^(?:想|打算|准备|计划|要不)")

@@ -90,11 +90,24 @@ def split_sentences(text: str) -> list[str]:
     return [p for p in out if not re.fullmatch(r"[\W_]+", p)]
 
 
+_EN_AND_I_RE = re.compile(r"\s+and\s+(?=(?:I|I'm|I've|I'd|I'll|we|we're|we've)\b)")
+
+
+def _split_and_i(piece: str) -> list[str]:
+    """ "I write Python and I prefer Polars" holds two statements; "my wife and I hike" holds one."""
+    m = _EN_AND_I_RE.search(piece)
+    if m is None or len(piece[: m.start()].split()) < 3:
+        return [piece]
+    return [piece[: m.start()], *_split_and_i(piece[m.end() :])]
+
+
 def split_clauses(text: str) -> list[str]:
     """Split one sentence into clauses (Chinese commas/colons, English clause boundaries)."""
     out: list[str] = []
     for sent in split_sentences(text):
         pieces = _ZH_CLAUSE_RE.split(sent) if has_cjk(sent) else _EN_CLAUSE_RE.split(sent)
+        if not has_cjk(sent):
+            pieces = [p for piece in pieces for p in _split_and_i(piece)]
         for piece in pieces:
             piece = piece.strip(" \t,，、;；。.!！")
             if piece and not re.fullmatch(r"[\W_]+", piece):

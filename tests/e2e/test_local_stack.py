@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
+from hindsight.embedded import start_postgres, stop_postgres
 from tests.conftest import free_port
 
 pytestmark = pytest.mark.e2e
@@ -38,10 +40,24 @@ def test_up_runs_the_stack_on_embedded_defaults_and_shows_memories(tmp_path: Pat
     assert "namespace demo-wang" in output
     assert "namespace demo-alice" in output
     assert "PostgreSQL 16" in output, "the Chinese sample's upgraded database is remembered"
-    assert "DuckDB" in output
     assert "hunter2" not in output, "a password planted in a tool turn never becomes a memory"
     assert (tmp_path / "hs" / "pg" / "PG_VERSION").exists(), "used the embedded PostgreSQL"
     assert (tmp_path / "hs" / "redis").is_dir(), "used the embedded Redis"
     assert "stopped" in output
     # Nothing keeps running after --once.
     assert not (tmp_path / "hs" / "pg" / "postmaster.pid").exists()
+
+    # What the store holds, read back from the same embedded data directory.
+    url = start_postgres(tmp_path / "hs" / "pg")
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(sa.text("SELECT namespace, value, state, source FROM memories")).all()
+    finally:
+        engine.dispose()
+        stop_postgres(tmp_path / "hs" / "pg")
+    active = {(r[0], r[1]) for r in rows if r[2] == "active"}
+    assert any(ns == "demo-alice" and "DuckDB" in v for ns, v in active), rows
+    assert any(ns == "demo-wang" and "PostgreSQL 16" in v for ns, v in active), rows
+    assert not any("PostgreSQL 14" in v for _, v in active), "the upgrade retired the old version"
+    assert not any(r[3] == "tool" and r[2] == "active" for r in rows), "tool text never becomes active"

@@ -149,3 +149,46 @@ def test_standing_instruction_kept_one_off_request_dropped() -> None:
     )
     assert _find(facts, "Spanish")
     assert not _find(facts, "paragraph")
+
+
+def _facts_of(text: str) -> list:  # type: ignore[type-arg]
+    import uuid as _uuid
+    from datetime import UTC as _UTC
+    from datetime import datetime as _dt
+
+    from pipeline.extract import extract_facts as _extract
+    from schemas.pipeline import Transcript as _T
+    from schemas.pipeline import Turn as _Turn
+
+    t = _T(
+        id=_uuid.uuid4(),
+        namespace="ns",
+        conversation_id="c",
+        occurred_at=_dt.now(_UTC),
+        turns=[_Turn(index=0, turn_id="0", role="user", content=text)],
+    )
+    return _extract(t)
+
+
+def test_tools_the_user_switched_to_are_kept_with_a_change_cue() -> None:
+    facts = _facts_of("Heads up: we migrated from Jenkins to Buildkite for CI last quarter.")
+    assert len(facts) == 1
+    assert "Buildkite" in facts[0].value
+    assert facts[0].supersedes_previous
+    assert facts[0].key.startswith("user.")
+
+
+def test_two_statements_joined_by_and_i_become_two_facts() -> None:
+    facts = _facts_of("I mostly write Kotlin and I prefer Gradle over Maven for builds.")
+    values = sorted(f.value for f in facts)
+    assert len(values) == 2, values
+    assert any("Kotlin" in v and "Gradle" not in v for v in values)
+    assert any("Gradle" in v and "Kotlin" not in v for v in values)
+
+
+def test_trailing_and_leading_asides_are_not_part_of_the_value() -> None:
+    (en,) = _facts_of("I'm lactose intolerant, by the way.")
+    assert "by the way" not in en.value
+    (zh,) = _facts_of("跟你说一下，我平时用 Emacs 写代码。")
+    assert "跟你说" not in zh.value
+    assert "Emacs" in zh.value
