@@ -1,4 +1,9 @@
-"""The thin HTTP API: each route makes one service call. OpenAPI at /openapi.json, docs at /docs."""
+"""The thin HTTP API: each route makes one service call. OpenAPI at /openapi.json, docs at /docs.
+
+Every /v1 route needs `Authorization: Bearer <token>` unless auth.mode is `none` (api/auth.py): 401 without a
+valid token, 403 for a namespace outside the token's grant (decided before any lookup), 404 for an id that
+is not in the namespace. The namespace comes from the URL only.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import structlog
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
@@ -14,6 +19,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import Engine, text
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api.auth import Authenticator, Forbidden, Principal, Unauthorized, bearer
 from hindsight import __version__
 from hindsight.config import Settings, get_settings
 from hindsight.db.engine import get_engine, read_session, session_scope
@@ -21,7 +27,10 @@ from hindsight.db.repositories import TranscriptRepository
 from hindsight.errors import InvalidInput, NotFound
 from hindsight.logging import configure_logging
 from hindsight.services import memories as memory_service
+from hindsight.services import memory_ops
+from hindsight.services.context import ContextBlock, render_context
 from hindsight.services.ingest import publish_transcripts
+from hindsight.services.recall import MAX_QUERY_CHARS, MAX_TOP_K, recall
 from hindsight.services.sessions import SessionStore
 from pipeline.base import Embedder
 from schemas.events import (
@@ -32,8 +41,24 @@ from schemas.events import (
     TranscriptStatus,
     TurnIn,
 )
-from schemas.memories import EpisodeRead, MemoryDetail, MemoryPage, SearchResult
-from schemas.pipeline import MemoryKind, MemoryState
+from schemas.memories import (
+    EpisodeRead,
+    EraseResult,
+    EraseSubjectIn,
+    ForgetIn,
+    MemoryDetail,
+    MemoryPage,
+    MemoryRead,
+    MemoryWrite,
+    RememberIn,
+    RememberResult,
+    VerifyIn,
+    WorkingMemory,
+    WorkingMemoryTurn,
+    WriteResult,
+)
+from schemas.pipeline import MemoryKind
+from schemas.recall import RecallResult
 
 log = structlog.get_logger(__name__)
 
@@ -44,6 +69,7 @@ class State:
     engine: Engine
     embedder: Embedder | None
     redis_url: str
+    auth: Authenticator
 
 
 class BodyLimit:
@@ -61,24 +87,27 @@ class BodyLimit:
             await _too_large(send, self.limit)
             return
         seen = 0
+        refused = False
 
         async def limited() -> Message:
-            nonlocal seen
+            # Answer 413 ourselves and tell the app the client is gone: raising here would reach FastAPI's
+            # body parser, which turns any exception into "400 There was an error parsing the body".
+            nonlocal seen, refused
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.limit:
-                    raise _TooLarge
+                    if not refused:
+                        refused = True
+                        await _too_large(send, self.limit)
+                    return {"type": "http.disconnect"}
             return message
 
-        try:
-            await self.app(scope, limited, send)
-        except _TooLarge:
-            await _too_large(send, self.limit)
+        async def guarded(message: Message) -> None:
+            if not refused:  # the app's own answer to the disconnect is dropped: 413 already went out
+                await send(message)
 
-
-class _TooLarge(Exception):
-    pass
+        await self.app(scope, limited, guarded)
 
 
 async def _too_large(send: Send, limit: int) -> None:
@@ -93,8 +122,15 @@ async def _too_large(send: Send, limit: int) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+MemoryStateParam = Literal["active", "stale", "archived", "quarantined", "forgotten"]
+LISTED_BY_DEFAULT = ("active", "stale", "archived", "quarantined")
+"""Forgotten memories are listed only when asked for (`?state=forgotten`)."""
+
+
 def create_app(settings: Settings | None = None, *, embedder: Embedder | None = None) -> FastAPI:
     settings = settings or get_settings()
+    # Resolved now, not in the lifespan: a process that would run open by mistake must not start at all.
+    auth = Authenticator.from_settings(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -107,8 +143,9 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
             engine=get_engine(settings),
             embedder=embedder or build_embedder(settings.embedding),
             redis_url=resolve_redis_url(settings),
+            auth=auth,
         )
-        log.info("api.started", version=__version__)
+        log.info("api.started", version=__version__, auth=auth.mode)
         yield
         app.state.hs.engine.dispose()
 
@@ -124,9 +161,21 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
     async def _invalid(_: Request, exc: InvalidInput) -> JSONResponse:
         return JSONResponse(status_code=422, content={"detail": str(exc)})
 
+    @app.exception_handler(memory_ops.StateConflict)
+    async def _conflict(_: Request, exc: memory_ops.StateConflict) -> JSONResponse:
+        return JSONResponse(status_code=409, content={"detail": str(exc)})
+
     @app.exception_handler(NotFound)
     async def _not_found(_: Request, exc: NotFound) -> JSONResponse:
         return JSONResponse(status_code=404, content={"detail": str(exc)})
+
+    @app.exception_handler(Unauthorized)
+    async def _unauthorized(_: Request, exc: Unauthorized) -> JSONResponse:
+        return JSONResponse(status_code=401, content={"detail": str(exc)}, headers={"WWW-Authenticate": "Bearer"})
+
+    @app.exception_handler(Forbidden)
+    async def _forbidden(_: Request, exc: Forbidden) -> JSONResponse:
+        return JSONResponse(status_code=403, content={"detail": str(exc)})
 
     _routes(app)
     return app
@@ -137,7 +186,32 @@ def get_state(request: Request) -> State:
 
 
 StateDep = Annotated[State, Depends(get_state)]
-NamespacePath = Annotated[str, Path(pattern=NAMESPACE_PATTERN, max_length=128)]
+SessionIdPath = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$")]
+
+
+def _principal(request: Request, state: StateDep) -> Principal:
+    return state.auth.authenticate(bearer(request.headers.get("authorization")))
+
+
+PrincipalDep = Annotated[Principal, Depends(_principal)]
+
+
+def _namespace(
+    namespace: Annotated[str, Path(pattern=NAMESPACE_PATTERN, max_length=128)], principal: PrincipalDep
+) -> str:
+    principal.require(namespace)
+    return namespace
+
+
+NamespacePath = Annotated[str, Depends(_namespace)]
+"""The URL's namespace, once the caller's token is known to grant it."""
+
+
+def _actor(principal: PrincipalDep) -> str:
+    return f"api/{principal.name}"
+
+
+ActorDep = Annotated[str, Depends(_actor)]
 
 
 def _read(state: StateDep) -> Iterator[Any]:
@@ -152,6 +226,19 @@ def _write(state: StateDep) -> Iterator[Any]:
 
 ReadDep = Annotated[Any, Depends(_read)]
 WriteDep = Annotated[Any, Depends(_write)]
+"""For reads that also count accesses: committed after the route returns."""
+
+
+def _unit(state: State) -> Any:
+    """A write's unit of work, committed before the response goes out (so the caller's next read sees it);
+    a yield dependency may commit only after the response has been sent."""
+    return session_scope(state.engine)
+
+
+def _embedder(state: State) -> Embedder:
+    if state.embedder is None:
+        raise HTTPException(503, "embedder not loaded")
+    return state.embedder
 
 
 def _routes(app: FastAPI) -> None:
@@ -180,6 +267,7 @@ def _routes(app: FastAPI) -> None:
         ok = all(v == "ok" for v in checks.values())
         return JSONResponse(status_code=200 if ok else 503, content={"ready": ok, "checks": checks})
 
+    # -- ingest and working memory -------------------------------------------------------------------------
     @app.post(
         "/v1/namespaces/{namespace}/transcripts",
         status_code=202,
@@ -205,37 +293,42 @@ def _routes(app: FastAPI) -> None:
 
     @app.post("/v1/namespaces/{namespace}/sessions/{session_id}/turns", tags=["sessions"])
     def append_turn(
-        namespace: NamespacePath,
-        session_id: Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$")],
-        turn: TurnIn,
-        state: StateDep,
+        namespace: NamespacePath, session_id: SessionIdPath, turn: TurnIn, state: StateDep
     ) -> dict[str, bool]:
         """Append a turn to a live session; every `max_turns` turns a turn-threshold event is published."""
         return {"threshold_fired": _sessions(state).append(namespace, session_id, turn)}
 
+    @app.get("/v1/namespaces/{namespace}/sessions/{session_id}", response_model=WorkingMemory, tags=["sessions"])
+    def working_memory(namespace: NamespacePath, session_id: SessionIdPath, state: StateDep) -> WorkingMemory:
+        """Working memory: the session's last `max_turns` turns within `max_tokens`, oldest first.
+
+        404 when the session is unknown or expired (`working_memory.ttl_seconds` after its last turn)."""
+        store = _sessions(state)
+        if not _session_exists(store, namespace, session_id):
+            raise NotFound(f"session {session_id} not found (unknown, or expired after its last turn)")
+        turns = [WorkingMemoryTurn.model_validate(t) for t in store.window(namespace, session_id)]
+        return WorkingMemory(namespace=namespace, session_id=session_id, turns=turns)
+
     @app.post("/v1/namespaces/{namespace}/sessions/{session_id}/end", tags=["sessions"])
-    def end_session(
-        namespace: NamespacePath,
-        session_id: Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$")],
-        state: StateDep,
-    ) -> dict[str, bool]:
+    def end_session(namespace: NamespacePath, session_id: SessionIdPath, state: StateDep) -> dict[str, bool]:
         """End a session: its remaining turns are published as a conversation-end event."""
         return {"published": _sessions(state).end(namespace, session_id)}
 
+    # -- reading ------------------------------------------------------------------------------------------
     @app.get("/v1/namespaces/{namespace}/memories", response_model=MemoryPage, tags=["memories"])
     def list_memories(
         namespace: NamespacePath,
         session: ReadDep,
-        state: Annotated[list[MemoryState] | None, Query()] = None,
+        state: Annotated[list[MemoryStateParam] | None, Query()] = None,
         kind: Annotated[list[MemoryKind] | None, Query()] = None,
         limit: Annotated[int, Query(ge=1, le=500)] = 50,
         offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
     ) -> MemoryPage:
-        """Memories of a namespace, newest change first, filtered by state and kind."""
+        """Memories of a namespace, newest change first, filtered by state (forgotten ones only on request)."""
         return memory_service.list_memories(
             session,
             namespace,
-            states=[s.value for s in state] if state else None,
+            states=list(state) if state else list(LISTED_BY_DEFAULT),
             kinds=[k.value for k in kind] if kind else None,
             limit=limit,
             offset=offset,
@@ -246,20 +339,52 @@ def _routes(app: FastAPI) -> None:
         """One memory with its provenance (transcript turns), audit history and conflicts."""
         return memory_service.get_memory(session, namespace, memory_id)
 
-    @app.get("/v1/namespaces/{namespace}/search", response_model=SearchResult, tags=["memories"])
+    @app.get("/v1/namespaces/{namespace}/search", response_model=RecallResult, tags=["memories"])
     def search(
         namespace: NamespacePath,
         state: StateDep,
         session: WriteDep,
-        q: Annotated[str, Query(min_length=1, max_length=memory_service.MAX_QUERY_CHARS)],
-        top_k: Annotated[int | None, Query(ge=1, le=100)] = None,
-    ) -> SearchResult:
-        """Vector similarity search within the namespace (active and stale memories)."""
-        if state.embedder is None:
-            raise HTTPException(503, "embedder not loaded")
-        return memory_service.search_memories(
-            session, namespace, q, embedder=state.embedder, top_k=top_k or state.settings.retrieval.top_k
+        q: Annotated[str, Query(min_length=1, max_length=MAX_QUERY_CHARS)],
+        top_k: Annotated[int | None, Query(ge=1, le=MAX_TOP_K)] = None,
+        include: Annotated[
+            list[Literal["archived", "quarantined"]] | None,
+            Query(description="Also search these states (active and stale always are)."),
+        ] = None,
+        min_score: Annotated[float | None, Query(ge=0.0, le=1.0)] = None,
+    ) -> RecallResult:
+        """Hybrid recall (vector + keyword + recency + trust) within the namespace, best first."""
+        return recall(
+            session,
+            namespace,
+            q,
+            embedder=_embedder(state),
+            settings=state.settings.retrieval,
+            top_k=top_k,
+            states=("active", "stale", *(include or ())),
+            min_score=min_score,
         )
+
+    @app.get("/v1/namespaces/{namespace}/context", response_model=ContextBlock, tags=["memories"])
+    def context(
+        namespace: NamespacePath,
+        state: StateDep,
+        session: WriteDep,
+        q: Annotated[str, Query(min_length=1, max_length=MAX_QUERY_CHARS)],
+        budget_tokens: Annotated[int, Query(ge=64, le=1_000_000)] = 1000,
+        model: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+        top_k: Annotated[int | None, Query(ge=1, le=MAX_TOP_K)] = None,
+    ) -> ContextBlock:
+        """The best memories for `q` as a block for the end of a system prompt, within `budget_tokens`
+        (counted with `model`'s tokenizer; default llm.model)."""
+        result = recall(
+            session,
+            namespace,
+            q,
+            embedder=_embedder(state),
+            settings=state.settings.retrieval,
+            top_k=top_k or max(state.settings.retrieval.top_k, 10),
+        )
+        return render_context(result.hits, budget_tokens=budget_tokens, model=model or state.settings.llm.model)
 
     @app.get("/v1/namespaces/{namespace}/episodes", response_model=list[EpisodeRead], tags=["memories"])
     def list_episodes(
@@ -271,6 +396,89 @@ def _routes(app: FastAPI) -> None:
         """Episode summaries (one per distilled transcript), newest first."""
         return memory_service.list_episodes(session, namespace, limit=limit, offset=offset)
 
+    # -- privileged writes --------------------------------------------------------------------------------
+    @app.post("/v1/namespaces/{namespace}/memories", status_code=201, response_model=WriteResult, tags=["privileged"])
+    def write_memory(namespace: NamespacePath, body: MemoryWrite, state: StateDep, actor: ActorDep) -> WriteResult:
+        """Write a structured fact. It is reconciled like a distilled fact: a duplicate refreshes, a refinement
+        merges, a contradiction is recorded as a conflict (`action` says which)."""
+        with _unit(state) as session:
+            return memory_ops.write_memory(
+                session, namespace, body, embedder=_embedder(state), settings=state.settings, actor=actor
+            )
+
+    @app.post(
+        "/v1/namespaces/{namespace}/remember", status_code=201, response_model=RememberResult, tags=["privileged"]
+    )
+    def remember(namespace: NamespacePath, body: RememberIn, state: StateDep, actor: ActorDep) -> RememberResult:
+        """Remember free text: the offline extractor's stable facts, or the text itself as one note."""
+        with _unit(state) as session:
+            return memory_ops.remember(
+                session,
+                namespace,
+                body.content,
+                body.metadata,
+                embedder=_embedder(state),
+                settings=state.settings,
+                actor=actor,
+            )
+
+    @app.post("/v1/namespaces/{namespace}/memories/{memory_id}/forget", response_model=MemoryRead, tags=["privileged"])
+    def forget(
+        namespace: NamespacePath,
+        memory_id: uuid.UUID,
+        state: StateDep,
+        actor: ActorDep,
+        body: ForgetIn | None = None,
+    ) -> MemoryRead:
+        """Soft forget: out of search, context and lists, kept for audit; undo with /unforget."""
+        with _unit(state) as session:
+            return memory_ops.forget(session, namespace, memory_id, actor=actor, reason=body.reason if body else None)
+
+    @app.post(
+        "/v1/namespaces/{namespace}/memories/{memory_id}/unforget", response_model=MemoryRead, tags=["privileged"]
+    )
+    def unforget(namespace: NamespacePath, memory_id: uuid.UUID, state: StateDep, actor: ActorDep) -> MemoryRead:
+        """Undo a forget: the memory gets back the state it had."""
+        with _unit(state) as session:
+            return memory_ops.unforget(session, namespace, memory_id, actor=actor)
+
+    @app.post("/v1/namespaces/{namespace}/memories/{memory_id}/verify", response_model=MemoryRead, tags=["privileged"])
+    def verify(
+        namespace: NamespacePath,
+        memory_id: uuid.UUID,
+        state: StateDep,
+        actor: ActorDep,
+        body: VerifyIn | None = None,
+    ) -> MemoryRead:
+        """Re-confirm: confidence up (capped by source), last_verified_at now, a stale/archived memory revived."""
+        with _unit(state) as session:
+            return memory_ops.verify(
+                session, namespace, memory_id, actor=actor, confidence=body.confidence if body else None
+            )
+
+    @app.delete("/v1/namespaces/{namespace}/memories/{memory_id}", response_model=EraseResult, tags=["privileged"])
+    def erase_memory(namespace: NamespacePath, memory_id: uuid.UUID, state: StateDep, actor: ActorDep) -> EraseResult:
+        """Erase for real: the row, its embedding and provenance, the source turns, episodes quoting them, and
+        its text in the audit history and the log file. A tombstone without content stays."""
+        return memory_ops.erase(
+            state.engine, namespace, memory_ids=[memory_id], actor=actor, log_file=state.settings.log_file
+        )
+
+    @app.post("/v1/namespaces/{namespace}/erase", response_model=EraseResult, tags=["privileged"])
+    def erase_subject(namespace: NamespacePath, body: EraseSubjectIn, state: StateDep, actor: ActorDep) -> EraseResult:
+        """Erase everything of a subject in the namespace: memories whose key starts with `key_prefix` or
+        whose subject is `subject`, as DELETE /memories/{id} does for one."""
+        if not body.key_prefix and not body.subject:
+            raise InvalidInput("name a key_prefix or a subject to erase")
+        return memory_ops.erase(
+            state.engine,
+            namespace,
+            key_prefix=body.key_prefix,
+            subject=body.subject,
+            actor=actor,
+            log_file=state.settings.log_file,
+        )
+
 
 def _sessions(state: State) -> SessionStore:
     from hindsight.broker import redis_client
@@ -281,6 +489,13 @@ def _sessions(state: State) -> SessionStore:
         settings=state.settings.working_memory,
         publish=lambda event: publish_transcript(event, settings=state.settings, engine=state.engine),
     )
+
+
+def _session_exists(store: SessionStore, namespace: str, session_id: str) -> bool:
+    # The window key lives until ttl_seconds after the session's last turn.
+    from hindsight.services.sessions import _key
+
+    return bool(store.redis.exists(_key(namespace, session_id, "window")))
 
 
 def app_factory() -> FastAPI:

@@ -101,6 +101,7 @@ def api(
 
     settings = get_settings()
     configure_logging(settings)
+    _check_auth(settings, host or settings.api_host)
     wait_for_services(settings, timeout=wait)
     uvicorn.run(
         "api.app:app_factory",
@@ -110,6 +111,56 @@ def api(
         log_level=settings.log_level.lower(),
         timeout_graceful_shutdown=10,
     )
+
+
+def _check_auth(settings: object, host: str) -> None:
+    """Refuse to serve when auth would be silently open (see api/auth.py)."""
+    from api.auth import AuthConfigError, Authenticator
+
+    try:
+        Authenticator.from_settings(settings, host=host)  # type: ignore[arg-type]
+    except AuthConfigError as exc:
+        raise _fail(str(exc)) from None
+
+
+@app.command()
+def mcp(
+    transport: Annotated[
+        str, typer.Option(help="stdio (launched by an MCP client) or http (streamable HTTP).")
+    ] = "stdio",
+    namespace: Annotated[
+        str | None, typer.Option(help="stdio: the namespace this server acts for (default auth.default_namespace).")
+    ] = None,
+    host: Annotated[str | None, typer.Option(help="http: address to listen on (default api_host).")] = None,
+    port: Annotated[int, typer.Option(help="http: port; the endpoint is /mcp.")] = 8766,
+    wait: WaitOption = 60,
+) -> None:
+    """Serve the MCP server (tools memory_search, memory_write, memory_forget, memory_verify, remember, recall)."""
+    from api.mcp import run
+    from hindsight.logging import configure_logging
+    from hindsight.readiness import wait_for_services
+
+    if transport not in ("stdio", "http"):
+        raise _fail("--transport must be stdio or http")
+    settings = get_settings()
+    configure_logging(settings)  # stderr: over stdio, stdout carries only the protocol
+    if transport == "http":
+        _check_auth(settings, host or settings.api_host)
+    wait_for_services(settings, timeout=wait)
+    run(settings, transport=transport, namespace=namespace, host=host or settings.api_host, port=port)  # type: ignore[arg-type]
+
+
+@app.command()
+def token(
+    grant: Annotated[list[str], typer.Argument(help="Namespaces (or prefixes ending in *) the token may use.")],
+) -> None:
+    """Make a new bearer token: prints the token once, and the HINDSIGHT_AUTH__TOKEN_DIGESTS entry to configure."""
+    import hashlib
+    import secrets
+
+    value = "hs_" + secrets.token_urlsafe(32)
+    digest = hashlib.sha256(value.encode()).hexdigest()
+    typer.echo(json.dumps({"token": value, "token_digests": {digest: grant}}))
 
 
 @app.command()
@@ -241,6 +292,16 @@ def memory_table(items: list, title: str) -> Table:  # type: ignore[type-arg]
         flag = " ⚠" if m.has_conflict else ""
         table.add_row(m.state + flag, m.kind, m.key, m.value, f"{m.confidence:.2f}", m.source)
     return table
+
+
+def _register_eval() -> None:
+    # The eval commands import their heavy parts only when run, so `hindsight --help` stays fast.
+    from hindsight.evaluation.cli import eval_app
+
+    app.add_typer(eval_app, name="eval")
+
+
+_register_eval()
 
 
 def main() -> None:  # pragma: no cover

@@ -6,7 +6,9 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from schemas.pipeline import MemoryKind, Source
 
 
 class MemoryRead(BaseModel):
@@ -103,3 +105,125 @@ class EpisodeRead(BaseModel):
     backend: str
     occurred_at: datetime
     created_at: datetime
+
+
+# -- privileged writes, forget / verify / erase, working memory ---------------------------------------------
+
+KEY_PATTERN = r"^[^\s\x00]{1,256}$"
+
+
+class MemoryWrite(BaseModel):
+    """A structured write (`memory_write`): reconciled with the namespace like a distilled fact."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str = Field(pattern=KEY_PATTERN, max_length=256)
+    """What the memory is about, specific enough to tell apart: `user.database`, `project.deadline`."""
+    value: str = Field(min_length=1, max_length=2000)
+    """Short, directly usable text: "User prefers PostgreSQL 15"."""
+    kind: MemoryKind = MemoryKind.fact
+    source: Source = Source.manual
+    confidence: float = Field(0.9, ge=0.0, le=1.0)
+    ttl_days: int | None = Field(None, ge=1, le=36500)
+    pinned: bool = False
+    subject: str | None = Field(None, min_length=1, max_length=128)
+    """Whom the fact is about; defaults to the key's first segment (`user`, `colleague:li`)."""
+
+    @field_validator("value")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("value is blank")
+        if "\x00" in v:
+            raise ValueError("value contains a NUL character")
+        return v.strip()
+
+
+class RememberIn(BaseModel):
+    """Free text to remember. `metadata` may steer the write (kind, key, pinned, ttl_days, confidence,
+    source); everything else in it is kept in the write's audit record."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: str = Field(min_length=1, max_length=8000)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("content")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("content is blank")
+        if "\x00" in v:
+            raise ValueError("content contains a NUL character")
+        return v
+
+    @field_validator("metadata")
+    @classmethod
+    def _small(cls, v: dict[str, Any]) -> dict[str, Any]:
+        import json
+
+        if len(json.dumps(v, ensure_ascii=False, default=str)) > 4000:
+            raise ValueError("metadata is larger than 4000 characters of JSON")
+        return v
+
+
+class WriteResult(BaseModel):
+    action: str
+    """What reconcile decided: insert, refresh, merge, conflict or supersede."""
+    reason: str
+    memory: MemoryRead
+
+
+class RememberResult(BaseModel):
+    extracted: bool
+    """True when the offline extractor found structured facts; False when the text was stored as a note."""
+    results: list[WriteResult]
+
+
+class ForgetIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str | None = Field(None, max_length=500)
+
+
+class VerifyIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    confidence: float | None = Field(None, ge=0.0, le=1.0)
+    """New confidence (never lowered by a verify); default: current + 0.1, capped by the source."""
+
+
+class EraseSubjectIn(BaseModel):
+    """Erase everything of a subject: memories whose key starts with `key_prefix`, or whose subject is
+    `subject` (at least one)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key_prefix: str | None = Field(None, min_length=2, max_length=256)
+    subject: str | None = Field(None, min_length=1, max_length=128)
+
+
+class EraseResult(BaseModel):
+    erase_id: uuid.UUID
+    namespace: str
+    memory_ids: list[uuid.UUID]
+    transcripts_redacted: int
+    turns_redacted: int
+    episodes_redacted: int
+    audit_rows_scrubbed: int
+    log_lines_scrubbed: int
+
+
+class WorkingMemoryTurn(BaseModel):
+    seq: int
+    role: str
+    content: str
+    name: str | None = None
+    turn_id: str | None = None
+
+
+class WorkingMemory(BaseModel):
+    namespace: str
+    session_id: str
+    turns: list[WorkingMemoryTurn]
+    """The last `max_turns` turns, trimmed to `max_tokens`, oldest first."""

@@ -94,3 +94,33 @@ def test_beat_health_check_matches_where_beat_writes_its_schedule() -> None:
     data_dir = COMPOSE["x-hindsight-env"]["HINDSIGHT_DATA_DIR"]
     assert f"{data_dir}/beat-schedule" in " ".join(SERVICES["beat"]["healthcheck"]["test"])
     assert str(Settings(data_dir=data_dir).beat_schedule_file) in " ".join(SERVICES["beat"]["healthcheck"]["test"])
+
+
+def test_mcp_service_serves_streamable_http_with_auth(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    mcp = SERVICES["mcp"]
+    cmd = mcp["command"]
+    command = _cli_commands()[cmd[1]]
+    options = {opt for p in command.params for opt in getattr(p, "opts", [])}
+    assert cmd[:2] == ["hindsight", "mcp"]
+    assert all(a in options for a in cmd[2:] if a.startswith("--"))
+    assert cmd[cmd.index("--transport") + 1] == "http"
+    assert "--wait" in cmd
+    port = cmd[cmd.index("--port") + 1]
+    assert f"{port}:{port}" in mcp["ports"]
+    assert f":{port}/healthz" in " ".join(mcp["healthcheck"]["test"])
+    assert mcp["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+    env = COMPOSE["x-hindsight-env"]
+    assert env["HINDSIGHT_ENV"] == "prod", "prod: the API and MCP refuse to start without tokens"
+    assert {"HINDSIGHT_AUTH__TOKENS", "HINDSIGHT_AUTH__TOKEN_DIGESTS"} <= set(env)
+    # The compose defaults ("{}") parse, and with no tokens a prod process refuses to serve.
+    import pytest
+
+    from api.auth import AuthConfigError, Authenticator
+
+    for name in ("HINDSIGHT_AUTH__TOKENS", "HINDSIGHT_AUTH__TOKEN_DIGESTS"):
+        assert env[name].endswith(":-{}}"), name
+        monkeypatch.setenv(name, "{}")
+    s = Settings(env="prod")
+    assert s.auth.tokens == {}
+    with pytest.raises(AuthConfigError):
+        Authenticator.from_settings(s, host="0.0.0.0")

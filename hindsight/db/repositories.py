@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Float, String, and_, case, cast, func, literal, or_, select, text, update
+from sqlalchemy import Float, String, and_, case, cast, delete, func, literal, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.orm import Session
 
@@ -68,6 +69,18 @@ class TranscriptRepository:
             select(TranscriptRow).where(TranscriptRow.id == transcript_id, TranscriptRow.namespace == namespace)
         ).scalar_one_or_none()
 
+    def lock_many(self, namespace: str, ids: Sequence[uuid.UUID]) -> list[TranscriptRow]:
+        if not ids:
+            return []
+        return list(
+            self.session.execute(
+                select(TranscriptRow)
+                .where(TranscriptRow.namespace == namespace, TranscriptRow.id.in_(list(ids)))
+                .order_by(TranscriptRow.id)
+                .with_for_update()
+            ).scalars()
+        )
+
     def mark_enqueued(self, ids: Sequence[uuid.UUID], now: datetime) -> None:
         if ids:
             self.session.execute(update(TranscriptRow).where(TranscriptRow.id.in_(ids)).values(enqueued_at=now))
@@ -107,6 +120,17 @@ class EpisodeRepository:
         return (
             self.session.execute(select(EpisodeRow.id).where(EpisodeRow.transcript_id == transcript_id)).first()
             is not None
+        )
+
+    def for_transcripts(self, namespace: str, transcript_ids: Sequence[uuid.UUID]) -> list[EpisodeRow]:
+        if not transcript_ids:
+            return []
+        return list(
+            self.session.execute(
+                select(EpisodeRow)
+                .where(EpisodeRow.namespace == namespace, EpisodeRow.transcript_id.in_(list(transcript_ids)))
+                .with_for_update()
+            ).scalars()
         )
 
     def list(self, namespace: str, limit: int, offset: int) -> list[EpisodeRow]:
@@ -214,6 +238,44 @@ class MemoryRepository:
                 .values(access_count=MemoryRow.access_count + 1, last_accessed_at=now)
             )
 
+    def ids_for_subject(
+        self, namespace: str, *, key_prefix: str | None = None, subject: str | None = None
+    ) -> list[uuid.UUID]:
+        """Every memory (any state) of the namespace whose key starts with `key_prefix` or whose subject is
+        `subject`."""
+        cond = []
+        if key_prefix:
+            escaped = key_prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            cond.append(MemoryRow.key.like(escaped + "%", escape="\\"))
+        if subject:
+            cond.append(MemoryRow.subject == subject)
+        if not cond:
+            return []
+        stmt = select(MemoryRow.id).where(MemoryRow.namespace == namespace, or_(*cond)).with_for_update()
+        return list(self.session.execute(stmt).scalars())
+
+    def lock_many(self, namespace: str, ids: Sequence[uuid.UUID]) -> list[MemoryRow]:
+        if not ids:
+            return []
+        stmt = (
+            select(MemoryRow)
+            .where(MemoryRow.namespace == namespace, MemoryRow.id.in_(list(ids)))
+            .order_by(MemoryRow.id)
+            .with_for_update()
+        )
+        return list(self.session.execute(stmt).scalars())
+
+    def delete_many(self, namespace: str, ids: Sequence[uuid.UUID]) -> int:
+        """Delete the rows (their provenance and conflicts go with them: ON DELETE CASCADE)."""
+        if not ids:
+            return 0
+        result = self.session.execute(
+            delete(MemoryRow)
+            .where(MemoryRow.namespace == namespace, MemoryRow.id.in_(list(ids)))
+            .execution_options(synchronize_session=False)
+        )
+        return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
     def transition_due(
         self,
         *,
@@ -309,6 +371,42 @@ class AuditRepository:
             row.created_at = at
         self.session.add(row)
 
+    def last(self, memory_id: uuid.UUID, action: str) -> AuditRow | None:
+        return self.session.execute(
+            select(AuditRow)
+            .where(AuditRow.memory_id == memory_id, AuditRow.action == action)
+            .order_by(AuditRow.id.desc())
+            .limit(1)
+        ).scalar_one_or_none()
+
+    def scrub(self, namespace: str, memory_ids: Sequence[uuid.UUID], needles: Sequence[str]) -> int:
+        """Erase support: drop the detail of the erased memories' history and cut `needles` out of the rest
+        of the namespace's history. The only rewrite the append-only trigger allows, and only inside this
+        transaction (SET LOCAL)."""
+        self.session.execute(text("SET LOCAL hindsight.audit_rewrite = 'on'"))
+        count = 0
+        if memory_ids:
+            result = self.session.execute(
+                update(AuditRow)
+                .where(AuditRow.namespace == namespace, AuditRow.memory_id.in_(list(memory_ids)))
+                .values(detail={"erased": True})
+                .execution_options(synchronize_session=False)
+            )
+            count += int(result.rowcount or 0)  # type: ignore[attr-defined]
+        if needles:
+            # jsonb's text form escapes like JSON (quotes, backslashes, newlines), so look for the escaped form.
+            escaped = [json.dumps(n, ensure_ascii=False)[1:-1] for n in needles]
+            rows = self.session.execute(
+                select(AuditRow).where(
+                    AuditRow.namespace == namespace,
+                    or_(*[func.strpos(cast(AuditRow.detail, String), n) > 0 for n in escaped]),
+                )
+            ).scalars()
+            for row in rows:
+                row.detail = scrub_json(row.detail, needles)
+                count += 1
+        return count
+
     def history(self, memory_id: uuid.UUID) -> list[AuditRow]:
         return list(
             self.session.execute(
@@ -324,6 +422,15 @@ class ProvenanceRepository:
     def add(self, memory_id: uuid.UUID, transcript_id: uuid.UUID | None, turn_ids: list[str], action: str) -> None:
         self.session.add(
             ProvenanceRow(memory_id=memory_id, transcript_id=transcript_id, turn_ids=turn_ids, action=action)
+        )
+
+    def for_memories(self, memory_ids: Sequence[uuid.UUID]) -> list[ProvenanceRow]:
+        if not memory_ids:
+            return []
+        return list(
+            self.session.execute(
+                select(ProvenanceRow).where(ProvenanceRow.memory_id.in_(list(memory_ids))).order_by(ProvenanceRow.id)
+            ).scalars()
         )
 
     def for_memory(self, memory_id: uuid.UUID) -> list[ProvenanceRow]:
@@ -358,6 +465,45 @@ class ConflictRepository:
         )
 
 
+@dataclass
+class TombstoneRepository:
+    """What is left of an erased memory: its id, namespace, when and by whom; never content."""
+
+    session: Session
+
+    def add(self, *, memory_id: uuid.UUID, namespace: str, erase_id: uuid.UUID, scope: str, actor: str) -> None:
+        self.session.execute(
+            text(
+                "INSERT INTO memory_tombstones (memory_id, namespace, erase_id, scope, actor) "
+                "VALUES (:m, :n, :e, :s, :a)"
+            ),
+            {"m": memory_id, "n": namespace, "e": erase_id, "s": scope, "a": actor},
+        )
+
+    def exists(self, namespace: str, memory_id: uuid.UUID) -> bool:
+        return (
+            self.session.execute(
+                text("SELECT 1 FROM memory_tombstones WHERE namespace = :n AND memory_id = :m LIMIT 1"),
+                {"n": namespace, "m": memory_id},
+            ).first()
+            is not None
+        )
+
+
+def scrub_json(value: Any, needles: Sequence[str], replacement: str = "[erased]") -> Any:
+    """`value` with every occurrence of each needle in its strings (keys included) replaced."""
+    if isinstance(value, str):
+        for n in needles:
+            if n:
+                value = value.replace(n, replacement)
+        return value
+    if isinstance(value, list):
+        return [scrub_json(v, needles, replacement) for v in value]
+    if isinstance(value, dict):
+        return {scrub_json(k, needles, replacement): scrub_json(v, needles, replacement) for k, v in value.items()}
+    return value
+
+
 def days_ago(now: datetime, days: float) -> datetime:
     return now - timedelta(days=days)
 
@@ -368,6 +514,7 @@ __all__ = [
     "EpisodeRepository",
     "MemoryRepository",
     "ProvenanceRepository",
+    "TombstoneRepository",
     "TranscriptRepository",
     "advisory_xact_lock",
     "and_",

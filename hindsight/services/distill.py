@@ -10,41 +10,20 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 import structlog
 from sqlalchemy import Engine
 
 from hindsight.clients import Clients
 from hindsight.db.engine import session_scope
-from hindsight.db.models import ConflictRow, EpisodeRow, MemoryRow, TranscriptRow
-from hindsight.db.repositories import (
-    AuditRepository,
-    ConflictRepository,
-    EpisodeRepository,
-    MemoryRepository,
-    ProvenanceRepository,
-    TranscriptRepository,
-    advisory_xact_lock,
-)
+from hindsight.db.models import EpisodeRow, TranscriptRow
+from hindsight.db.repositories import EpisodeRepository, TranscriptRepository
 from hindsight.errors import NotFound
-from hindsight.textsearch import search_text
-from pipeline.reconcile import SOURCE_CONFIDENCE_CAP, reconcile
-from schemas.pipeline import (
-    CandidateFact,
-    EmbeddedFact,
-    ExistingMemory,
-    MemoryKind,
-    MemoryOp,
-    MemoryState,
-    Source,
-    Transcript,
-    Turn,
-)
+from hindsight.services.store import MemoryWriter, lock_namespace, reconcile_in_namespace
+from schemas.pipeline import EmbeddedFact, Transcript, Turn
 
 log = structlog.get_logger(__name__)
 ACTOR = "distiller"
-NEIGHBOURS_PER_FACT = 8
 
 
 @dataclass
@@ -92,7 +71,9 @@ def begin_attempt(engine: Engine, transcript_id: uuid.UUID, *, max_attempts: int
         row.attempts += 1
         row.state = "processing"
         row.updated_at = now
-        return to_transcript(row)
+    # Parsed after the commit: a row that cannot be read must still use up an attempt, or it would be
+    # retried forever instead of being dead-lettered.
+    return to_transcript(row)
 
 
 def record_failure(
@@ -156,17 +137,10 @@ def distill_transcript(
         row = TranscriptRepository(session).get(transcript_id, for_update=True)
         if row is None or row.state in ("done", "dead"):
             return Outcome(transcript_id, "skipped", {})
-        # One writer per namespace at a time: reconcile must see every memory committed before it.
-        advisory_xact_lock(session, "namespace", transcript.namespace)
-        memories = MemoryRepository(session)
-        existing_rows = memories.candidates_for_reconcile(
-            transcript.namespace,
-            sorted({f.key for f in facts}),
-            [e.embedding for e in embedded],
-            NEIGHBOURS_PER_FACT,
+        lock_namespace(session, transcript.namespace)
+        ops, rows = reconcile_in_namespace(
+            session, transcript.namespace, embedded, dedupe_threshold=settings.embedding.effective_dedupe_threshold
         )
-        existing = [_existing(r) for r in existing_rows]
-        ops = reconcile(embedded, existing, dedupe_threshold=settings.embedding.effective_dedupe_threshold)
 
         EpisodeRepository(session).add(
             EpisodeRow(
@@ -180,13 +154,16 @@ def distill_transcript(
                 occurred_at=transcript.occurred_at,
             )
         )
-        writer = _Writer(
+        writer = MemoryWriter(
             session=session,
-            transcript=transcript,
+            namespace=transcript.namespace,
+            transcript_id=transcript.id,
+            occurred_at=transcript.occurred_at,
+            actor=ACTOR,
             backend=distillation.backend,
             embedding_model=clients.embedder.name,
             now=now,
-            rows={r.id: r for r in existing_rows},
+            rows=rows,
         )
         counts: dict[str, int] = {}
         for op in ops:
@@ -205,208 +182,3 @@ def distill_transcript(
         ops=counts,
     )
     return Outcome(transcript_id, "done", counts)
-
-
-def _existing(row: MemoryRow) -> ExistingMemory:
-    return ExistingMemory(
-        id=row.id,
-        kind=MemoryKind(row.kind) if row.kind in MemoryKind.__members__ else MemoryKind.fact,
-        key=row.key,
-        value=row.value,
-        source=Source(row.source),
-        confidence=row.confidence,
-        state=MemoryState(row.state),
-        pinned=row.pinned,
-        negated=row.negated,
-        embedding=list(row.embedding) if row.embedding is not None else None,
-    )
-
-
-@dataclass
-class _Writer:
-    """Applies reconcile's decisions: rows, provenance, conflicts, audit history and logs."""
-
-    session: Any
-    transcript: Transcript
-    backend: str
-    embedding_model: str
-    now: datetime
-    rows: dict[uuid.UUID, MemoryRow]
-
-    def apply(self, op: MemoryOp) -> None:
-        if op.action == "insert":
-            self._insert(op)
-        elif op.action == "refresh":
-            self._refresh(op)
-        elif op.action == "merge":
-            self._merge(op)
-        elif op.action in ("conflict", "supersede"):
-            self._contradict(op)
-        else:  # pragma: no cover - reconcile's OpAction is closed
-            raise ValueError(f"unknown op {op.action}")
-
-    # -- helpers -------------------------------------------------------------------------------------------
-    def _audit(self, memory: MemoryRow, action: str, detail: dict[str, Any], **kw: Any) -> None:
-        AuditRepository(self.session).add(
-            memory_id=memory.id,
-            namespace=memory.namespace,
-            action=action,
-            actor=ACTOR,
-            detail=detail,
-            transcript_id=self.transcript.id,
-            at=self.now,
-            **kw,
-        )
-        log.info(
-            f"memory.{action}",
-            memory_id=str(memory.id),
-            namespace=memory.namespace,
-            key=memory.key,
-            transcript_id=str(self.transcript.id),
-            **{k: v for k, v in detail.items() if k in ("reason", "confidence", "other_memory_id")},
-        )
-
-    def _provenance(self, memory_id: uuid.UUID, fact: CandidateFact, action: str) -> None:
-        ProvenanceRepository(self.session).add(memory_id, self.transcript.id, list(fact.turn_ids), action)
-
-    def _target(self, op: MemoryOp) -> MemoryRow:
-        assert op.target_id is not None, f"{op.action} without target_id"
-        row = self.rows.get(op.target_id)
-        if row is None:
-            row = MemoryRepository(self.session).get(self.transcript.namespace, op.target_id, for_update=True)
-            if row is None:
-                raise NotFound(f"reconcile targeted unknown memory {op.target_id}")
-            self.rows[row.id] = row
-        return row
-
-    def _cap(self, fact: CandidateFact, confidence: float) -> float:
-        return round(min(confidence, SOURCE_CONFIDENCE_CAP.get(fact.source, 1.0)), 4)
-
-    # -- ops -----------------------------------------------------------------------------------------------
-    def _insert(self, op: MemoryOp) -> MemoryRow:
-        fact = op.fact
-        at = min(self.transcript.occurred_at, self.now)
-        row = MemoryRow(
-            id=op.new_id or uuid.uuid4(),
-            namespace=self.transcript.namespace,
-            kind=fact.kind.value,
-            key=fact.key,
-            value=fact.value,
-            subject=fact.subject,
-            source=fact.source.value,
-            confidence=self._cap(fact, fact.confidence),
-            state=fact.state.value,
-            pinned=False,
-            negated=fact.negated,
-            has_conflict=False,
-            embedding=op.embedding,
-            search_text=search_text(f"{fact.key.replace('.', ' ').replace('_', ' ')} {fact.value}"),
-            backend=self.backend,
-            embedding_model=self.embedding_model,
-            created_at=at,
-            updated_at=self.now,
-            last_verified_at=at,
-            state_changed_at=self.now,
-            access_count=0,
-        )
-        MemoryRepository(self.session).add(row)
-        self.session.flush()
-        self.rows[row.id] = row
-        self._provenance(row.id, fact, "created")
-        self._audit(
-            row,
-            "created",
-            {
-                "value": fact.value,
-                "key": fact.key,
-                "kind": fact.kind.value,
-                "confidence": row.confidence,
-                "source": fact.source.value,
-                "reason": op.reason,
-            },
-            to_state=row.state,
-        )
-        return row
-
-    def _refresh(self, op: MemoryOp) -> None:
-        row = self._target(op)
-        before = row.state
-        row.confidence = self._cap(op.fact, max(row.confidence, op.fact.confidence) + 0.05)
-        at = min(self.transcript.occurred_at, self.now)
-        row.last_verified_at = max(row.last_verified_at, at)
-        row.updated_at = self.now
-        if row.state == "stale":  # re-confirmation revives
-            row.state = "active"
-            row.state_changed_at = self.now
-        self._provenance(row.id, op.fact, "refreshed")
-        self._audit(
-            row,
-            "refreshed",
-            {"confidence": row.confidence, "reason": op.reason, "candidate": op.fact.value},
-            from_state=before,
-            to_state=row.state,
-        )
-
-    def _merge(self, op: MemoryOp) -> None:
-        row = self._target(op)
-        before_value, before_state = row.value, row.state
-        row.value = op.merged_value or op.fact.value
-        row.embedding = op.embedding
-        row.search_text = search_text(f"{row.key.replace('.', ' ').replace('_', ' ')} {row.value}")
-        row.confidence = self._cap(op.fact, max(row.confidence, op.fact.confidence))
-        row.last_verified_at = max(row.last_verified_at, min(self.transcript.occurred_at, self.now))
-        row.updated_at = self.now
-        if row.state == "stale":
-            row.state = "active"
-            row.state_changed_at = self.now
-        self._provenance(row.id, op.fact, "merged")
-        self._audit(
-            row,
-            "merged",
-            {
-                "old_value": before_value,
-                "value": row.value,
-                "reason": op.reason,
-                "confidence": row.confidence,
-            },
-            from_state=before_state,
-            to_state=row.state,
-        )
-
-    def _contradict(self, op: MemoryOp) -> None:
-        target = self._target(op)
-        inserted = self._insert(op)
-        # Transcripts can be distilled out of order (a retry, a swept message): knowledge verified after
-        # this conversation took place is the newer one, so the contradiction retires the incoming fact.
-        late = target.last_verified_at > min(self.transcript.occurred_at, self.now)
-        old, new = (inserted, target) if late else (target, inserted)
-        before = old.state
-        supersede = op.action == "supersede"
-        if supersede:
-            old.state = "archived"
-            old.state_changed_at = self.now
-        else:
-            old.has_conflict = True
-            new.has_conflict = True
-            if op.new_confidence is not None:
-                old.confidence = round(min(old.confidence, op.new_confidence), 4)
-        old.updated_at = self.now
-        ConflictRepository(self.session).add(
-            ConflictRow(
-                namespace=old.namespace,
-                old_memory_id=old.id,
-                new_memory_id=new.id,
-                reason=op.reason or op.action,
-                resolution="superseded" if supersede else "open",
-                transcript_id=self.transcript.id,
-            )
-        )
-        self._audit(
-            old,
-            "superseded" if supersede else "conflict",
-            {"other_memory_id": str(new.id), "reason": op.reason, "confidence": old.confidence, "late": late},
-            from_state=before,
-            to_state=old.state,
-        )
-        if not supersede:
-            self._audit(new, "conflict", {"other_memory_id": str(old.id), "reason": op.reason}, to_state=new.state)

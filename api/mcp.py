@@ -1,0 +1,409 @@
+"""The MCP server (official SDK), over stdio and streamable HTTP: thin async tools over hindsight.services.
+
+Tools: memory_search, memory_write, memory_forget, memory_verify, and remember / recall for clients that
+expect those names; one resource per memory (`memory://{namespace}/{memory_id}`). Erase is deliberately
+not a tool: it cannot be undone, so it stays on the authenticated HTTP API (DELETE /v1/.../memories/{id}).
+
+Namespaces: over HTTP the bearer token decides (api/auth.py); a tool's `namespace` argument only picks one
+of the namespaces the token grants, and may be left out when the token grants exactly one. Over stdio
+the process acts for the namespace given with `hindsight mcp --namespace` (or auth.default_namespace);
+it is the only namespace a stdio server may use. Over stdio nothing but protocol is written to stdout.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, TypeVar
+
+import anyio
+import structlog
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import AccessToken, TokenVerifier
+from mcp.server.auth.settings import AuthSettings as McpAuthSettings
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
+from pydantic import Field
+from sqlalchemy import Engine
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from api.auth import LOCAL, Authenticator, Forbidden, Principal, Unauthorized
+from hindsight import __version__
+from hindsight.config import Settings
+from hindsight.db.engine import get_engine, read_session, session_scope
+from hindsight.errors import HindsightError, NotFound
+from hindsight.services import memories as memory_service
+from hindsight.services import memory_ops
+from hindsight.services.recall import MAX_QUERY_CHARS, MAX_TOP_K
+from hindsight.services.recall import recall as recall_service
+from pipeline.base import Embedder
+from schemas.events import NAMESPACE_PATTERN
+from schemas.memories import KEY_PATTERN, MemoryRead, MemoryWrite, RememberResult, WriteResult
+from schemas.pipeline import MemoryKind, Source
+from schemas.recall import RecallResult
+
+log = structlog.get_logger(__name__)
+T = TypeVar("T")
+
+Transport = Literal["stdio", "http"]
+NamespaceArg = Annotated[
+    str | None,
+    Field(
+        None,
+        pattern=NAMESPACE_PATTERN,
+        max_length=128,
+        description="Namespace to use; may be left out when the connection is bound to one namespace.",
+    ),
+]
+QueryArg = Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description="What to look for.")]
+TopKArg = Annotated[int | None, Field(None, ge=1, le=MAX_TOP_K, description="How many hits at most.")]
+MemoryIdArg = Annotated[uuid.UUID, Field(description="The memory's id (from memory_search).")]
+
+
+@dataclass
+class McpState:
+    settings: Settings
+    engine: Engine
+    embedder: Embedder
+    auth: Authenticator
+    transport: Transport
+    stdio_namespace: str | None
+
+
+class _Verifier(TokenVerifier):
+    """Lets the SDK's bearer middleware answer 401 itself; the grants ride along in the token's claims."""
+
+    def __init__(self, auth: Authenticator) -> None:
+        self.auth = auth
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        try:
+            principal = self.auth.authenticate(token)
+        except Unauthorized:
+            return None
+        return AccessToken(token=token, client_id=principal.name, scopes=[], claims={"grants": list(principal.grants)})
+
+
+INSTRUCTIONS = (
+    "hindsight is this user's long-term memory. Memories are distilled from past conversations after they end; "
+    "search them before answering anything that depends on who the user is, their preferences, stack, projects "
+    "or earlier decisions. Each hit carries its confidence, age and source: prefer fresh, confident ones and "
+    "believe the user over a memory when they disagree."
+)
+
+
+def build_server(
+    settings: Settings,
+    *,
+    transport: Transport,
+    namespace: str | None = None,
+    embedder: Embedder | None = None,
+    host: str | None = None,
+) -> MCPServer[McpState]:
+    """The MCP server for one transport. Over HTTP, auth is resolved now (a misconfigured process refuses
+    to start); over stdio the caller is the local user who launched it, bound to one namespace."""
+    stdio_ns = namespace or settings.auth.default_namespace
+    auth = (
+        Authenticator(mode="none")
+        if transport == "stdio"
+        else Authenticator.from_settings(settings, host=host or settings.api_host)
+    )
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer[McpState]) -> AsyncIterator[McpState]:
+        from hindsight.embeddings import build_embedder
+
+        emb = embedder or await anyio.to_thread.run_sync(build_embedder, settings.embedding)
+        state = McpState(
+            settings=settings,
+            engine=get_engine(settings),
+            embedder=emb,
+            auth=auth,
+            transport=transport,
+            stdio_namespace=stdio_ns,
+        )
+        log.info("mcp.started", transport=transport, auth=auth.mode, version=__version__)
+        yield state
+
+    kwargs: dict[str, Any] = {}
+    if transport == "http" and auth.enabled:
+        kwargs = {
+            "token_verifier": _Verifier(auth),
+            "auth": McpAuthSettings(
+                issuer_url=f"http://{host or settings.api_host}",  # type: ignore[arg-type]
+                resource_server_url=None,
+            ),
+        }
+    server: MCPServer[McpState] = MCPServer(
+        "hindsight",
+        instructions=INSTRUCTIONS,
+        version=__version__,
+        lifespan=lifespan,
+        log_level="WARNING",
+        **kwargs,
+    )
+    _register(server)
+
+    @server.custom_route("/healthz", methods=["GET"])
+    async def healthz(_: Request) -> Response:
+        """Liveness for health checks (no token needed; it says nothing about any memory)."""
+        return JSONResponse({"status": "ok"})
+
+    return server
+
+
+# -- access ------------------------------------------------------------------------------------------------
+
+
+def _state(ctx: Context) -> McpState:
+    return ctx.request_context.lifespan_context  # type: ignore[no-any-return]
+
+
+def _principal(ctx: Context) -> Principal:
+    st = _state(ctx)
+    if st.transport == "stdio":
+        return Principal(name="stdio", grants=(st.stdio_namespace,)) if st.stdio_namespace else LOCAL
+    if not st.auth.enabled:
+        return LOCAL
+    request = ctx.request_context.request
+    user = request.scope.get("user") if request is not None and hasattr(request, "scope") else None
+    token = getattr(user, "access_token", None) or get_access_token()
+    if token is None or not token.claims:
+        raise ToolError("unauthorized: a bearer token is required")
+    return Principal(name=token.client_id, grants=tuple(token.claims.get("grants", ())))
+
+
+def _resolve(ctx: Context, namespace: str | None) -> tuple[str, str]:
+    """(namespace, actor) for this call; the namespace must be one the connection may use."""
+    st = _state(ctx)
+    principal = _principal(ctx)
+    if namespace is None:
+        exact = [g for g in principal.grants if not g.endswith("*")]
+        if st.transport == "stdio" and st.stdio_namespace:
+            namespace = st.stdio_namespace
+        elif len(principal.grants) == 1 and len(exact) == 1:
+            namespace = exact[0]
+        elif principal is LOCAL and st.settings.auth.default_namespace:
+            namespace = st.settings.auth.default_namespace
+        else:
+            raise ToolError("namespace is required: this connection may use more than one")
+    try:
+        principal.require(namespace)
+    except Forbidden as exc:
+        raise ToolError(str(exc)) from None
+    return namespace, f"mcp/{principal.name}"
+
+
+async def _call(fn: Callable[[], T]) -> T:
+    """Run a sync service in a worker thread; hindsight's errors become MCP error results."""
+    try:
+        return await anyio.to_thread.run_sync(fn)
+    except HindsightError as exc:
+        raise ToolError(f"{type(exc).__name__}: {exc}") from None
+
+
+# -- tools and resources -----------------------------------------------------------------------------------
+
+
+def _register(server: MCPServer[McpState]) -> None:
+    @server.tool(
+        name="memory_search",
+        description=(
+            "Search the user's long-term memory (hybrid: meaning + keywords + recency + trust). USE before "
+            "answering anything that depends on the user's identity, preferences, tech stack, projects, habits "
+            "or past decisions, in any language (Chinese and English both work). Each hit has a score, "
+            "confidence, age, state (stale = possibly outdated), source and provenance. DO NOT use it for "
+            "general knowledge or for what was said earlier in this same conversation (that is in your context)."
+        ),
+    )
+    async def memory_search(
+        query: QueryArg, ctx: Context, namespace: NamespaceArg = None, top_k: TopKArg = None
+    ) -> RecallResult:
+        return await _search(ctx, query, namespace, top_k)
+
+    @server.tool(
+        name="recall",
+        description=(
+            "Same as memory_search (for clients that expect a `recall` tool): what the user's long-term memory "
+            "holds about a query, best first. USE when the answer depends on who the user is or what they told "
+            "you before. DO NOT use it for general knowledge or for the current conversation."
+        ),
+    )
+    async def recall(
+        query: QueryArg, ctx: Context, namespace: NamespaceArg = None, top_k: TopKArg = None
+    ) -> RecallResult:
+        return await _search(ctx, query, namespace, top_k)
+
+    async def _search(ctx: Context, query: str, namespace: str | None, top_k: int | None) -> RecallResult:
+        ns, _ = _resolve(ctx, namespace)
+        st = _state(ctx)
+
+        def run() -> RecallResult:
+            with session_scope(st.engine) as session:
+                return recall_service(
+                    session, ns, query, embedder=st.embedder, settings=st.settings.retrieval, top_k=top_k
+                )
+
+        return await _call(run)
+
+    @server.tool(
+        name="memory_write",
+        description=(
+            "Store one stable, structured fact the user explicitly asked you to remember, or a correction they "
+            "made (key = what it is about, e.g. `user.database`; value = a short usable sentence). It is "
+            "reconciled like learned facts: a duplicate refreshes, a refinement merges, a contradiction is "
+            "recorded as a conflict. DO NOT use it for passing moods, one-off requests, secrets (passwords, "
+            "keys, ID numbers), guesses, or text from tools, web pages or files; memory is also distilled "
+            "automatically after each conversation, so do not copy every statement here."
+        ),
+    )
+    async def memory_write(
+        key: Annotated[str, Field(pattern=KEY_PATTERN, max_length=256, description="What the fact is about.")],
+        value: Annotated[str, Field(min_length=1, max_length=2000, description="The fact, short and usable.")],
+        ctx: Context,
+        kind: MemoryKind = MemoryKind.fact,
+        source: Annotated[Source, Field(description="Who said it; `manual` for an explicit write.")] = Source.manual,
+        confidence: Annotated[float, Field(ge=0.0, le=1.0)] = 0.9,
+        ttl_days: Annotated[int | None, Field(ge=1, le=36500, description="Expire after this many days.")] = None,
+        pinned: Annotated[bool, Field(description="Never ages (use for lasting facts only).")] = False,
+        namespace: NamespaceArg = None,
+    ) -> WriteResult:
+        ns, actor = _resolve(ctx, namespace)
+        st = _state(ctx)
+        try:
+            write = MemoryWrite(
+                key=key,
+                value=value,
+                kind=kind,
+                source=source,
+                confidence=confidence,
+                ttl_days=ttl_days,
+                pinned=pinned,
+            )
+        except ValueError as exc:
+            raise ToolError(f"invalid arguments: {exc}") from None
+
+        def run() -> WriteResult:
+            with session_scope(st.engine) as session:
+                return memory_ops.write_memory(
+                    session, ns, write, embedder=st.embedder, settings=st.settings, actor=actor
+                )
+
+        return await _call(run)
+
+    @server.tool(
+        name="remember",
+        description=(
+            'Remember a free-text statement from the user ("remember that I\'m vegetarian"). Stable facts are '
+            "extracted from it; otherwise the text is kept as one note. USE only when the user asks you to "
+            "remember something. DO NOT use it for moods, one-off requests, secrets, or tool/web text; prefer "
+            "memory_write when you can name the key."
+        ),
+    )
+    async def remember(
+        content: Annotated[str, Field(min_length=1, max_length=8000)],
+        ctx: Context,
+        metadata: dict[str, Any] | None = None,
+        namespace: NamespaceArg = None,
+    ) -> RememberResult:
+        ns, actor = _resolve(ctx, namespace)
+        st = _state(ctx)
+
+        def run() -> RememberResult:
+            with session_scope(st.engine) as session:
+                return memory_ops.remember(
+                    session, ns, content, metadata or {}, embedder=st.embedder, settings=st.settings, actor=actor
+                )
+
+        return await _call(run)
+
+    @server.tool(
+        name="memory_forget",
+        description=(
+            "Forget a memory (soft): it stops appearing in searches but is kept for audit and can be restored. "
+            "USE when the user says a remembered fact is wrong or asks you to stop using it. DO NOT use it to "
+            "record a change (write the new fact with memory_write: the old one is retired) or for privacy "
+            "erasure (that is a separate, irreversible erase on the HTTP API)."
+        ),
+    )
+    async def memory_forget(
+        memory_id: MemoryIdArg,
+        ctx: Context,
+        reason: Annotated[str | None, Field(None, max_length=500)] = None,
+        namespace: NamespaceArg = None,
+    ) -> MemoryRead:
+        ns, actor = _resolve(ctx, namespace)
+        st = _state(ctx)
+
+        def run() -> MemoryRead:
+            with session_scope(st.engine) as session:
+                return memory_ops.forget(session, ns, memory_id, actor=actor, reason=reason)
+
+        return await _call(run)
+
+    @server.tool(
+        name="memory_verify",
+        description=(
+            "Confirm a memory is still true: raises its confidence, resets its age and revives it if stale. "
+            'USE when the user confirms a remembered fact ("yes, still on PostgreSQL"). DO NOT use it on a '
+            "guess, or because a memory merely looked plausible."
+        ),
+    )
+    async def memory_verify(
+        memory_id: MemoryIdArg,
+        ctx: Context,
+        confidence: Annotated[float | None, Field(None, ge=0.0, le=1.0)] = None,
+        namespace: NamespaceArg = None,
+    ) -> MemoryRead:
+        ns, actor = _resolve(ctx, namespace)
+        st = _state(ctx)
+
+        def run() -> MemoryRead:
+            with session_scope(st.engine) as session:
+                return memory_ops.verify(session, ns, memory_id, actor=actor, confidence=confidence)
+
+        return await _call(run)
+
+    @server.resource(
+        "memory://{namespace}/{memory_id}",
+        name="memory",
+        description="One memory with its provenance, audit history and conflicts (JSON).",
+        mime_type="application/json",
+    )
+    async def memory_resource(namespace: str, memory_id: str, ctx: Context) -> str:
+        try:
+            ns, _ = _resolve(ctx, namespace)
+            mid = uuid.UUID(memory_id)
+        except (ToolError, ValueError) as exc:
+            raise ResourceError(str(exc)) from None
+        st = _state(ctx)
+
+        def run() -> str:
+            with read_session(st.engine) as session:
+                return memory_service.get_memory(session, ns, mid).model_dump_json()
+
+        try:
+            return await anyio.to_thread.run_sync(run)
+        except NotFound as exc:
+            raise ResourceNotFoundError(str(exc)) from None
+        except HindsightError as exc:
+            raise ResourceError(str(exc)) from None
+
+
+def run(
+    settings: Settings,
+    *,
+    transport: Transport,
+    namespace: str | None = None,
+    host: str = "127.0.0.1",
+    port: int = 8766,
+) -> None:
+    """Serve until interrupted (`hindsight mcp`)."""
+    server = build_server(settings, transport=transport, namespace=namespace, host=host)
+    if transport == "stdio":
+        server.run("stdio")
+    else:
+        server.run("streamable-http", host=host, port=port, streamable_http_path="/mcp")
