@@ -187,12 +187,13 @@ ATTRIBUTES: list[Attribute] = [
     Attribute(
         "stack",
         K.preference,
-        _zh(r"框架|技术栈|云开发|SDK|sdk"),
+        _zh(r"框架|技术栈|云开发|SDK|sdk|支付(?:渠道|接口|用的|走的?)|托管在|部署在"),
         _en(
             r"react|\bvue\b|angular|svelte|next\.?js|nuxt|flutter|django|flask|fastapi|spring|express|\bnode\b|"
             r"pytest|\bjest\b|\bk8s\b|kubernetes|docker|terraform|"
             r"\baws\b|\bgcp\b|azure|vercel|heroku|\bs3\b|\bcdn\b|jupyter|latex|\bsdk\b|"
-            r"framework|\bstack\b"
+            r"framework|\bstack\b|\bpayments?\b.{0,40}\b(?:through|via|with)\b|payment (?:provider|processor|gateway)|"
+            r"\bhosted (?:on|at|by|with)\b|\bdeployed (?:on|to)\b"
         ),
     ),
     Attribute(
@@ -239,7 +240,15 @@ ATTRIBUTES: list[Attribute] = [
         ),
     ),
     Attribute("decision", K.decision, _zh(r"决定|定下来|定了"), _en(r"\bdecided\b|\bsticking with\b|\bgoing with\b")),
-    Attribute("pet", K.fact, _zh(r"猫|狗|宠物"), _en(r"\bcats?\b|\bdogs?\b|\bpets?\b")),
+    Attribute(
+        "pet",
+        K.fact,
+        _zh(r"猫|狗|宠物|养了?[一两几]?[只条头匹]|仓鼠|兔子|鹦鹉|金鱼|乌龟|柯基|金毛|泰迪|哈士奇|柴犬|布偶|英短"),
+        _en(
+            r"\bcats?\b|\bdogs?\b|\bpets?\b|\bkittens?\b|\bpupp(?:y|ies)\b|\bhamsters?\b|\brabbits?\b|"
+            r"\bparrots?\b|\bturtles?\b|\bgoldfish\b|\b(?:beagle|labrador|retriever|poodle|corgi|terrier|husky)s?\b"
+        ),
+    ),
     Attribute(
         "preference.*",
         K.preference,

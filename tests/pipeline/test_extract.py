@@ -192,3 +192,19 @@ def test_trailing_and_leading_asides_are_not_part_of_the_value() -> None:
     (zh,) = _facts_of("跟你说一下，我平时用 Emacs 写代码。")
     assert "跟你说" not in zh.value
     assert "Emacs" in zh.value
+
+
+def test_pets_are_kept_without_a_generic_animal_word() -> None:
+    [zh] = _find(extract_facts(_transcript(("user", "我家里养了两只仓鼠，一只叫团子。"))), "仓鼠")
+    [en] = _find(extract_facts(_transcript(("user", "I have a beagle called Biscuit."))), "beagle")
+    assert zh.key == en.key == "user.pet"
+    assert zh.turn_ids == en.turn_ids == ["t0"]
+
+
+def test_payment_and_hosting_providers_are_stack_facts() -> None:
+    facts = extract_facts(
+        _transcript(("user", "Payments on my ceramics store go through Mollie."), ("user", "我的博客部署在腾讯云上。"))
+    )
+    [pay] = _find(facts, "Mollie")
+    [host] = _find(facts, "腾讯云")
+    assert pay.key == host.key == "user.stack"

@@ -1,0 +1,394 @@
+"""The three kinds of suite: distill cases, evidence recall (LoCoMo / LongMemEval), MADial retrieval.
+
+Each takes already-validated data and a Runtime, and returns a SuiteResult (metrics + what to print).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from sqlalchemy import select
+
+from hindsight.embeddings import cached_embedder
+from hindsight.evaluation import store
+from hindsight.evaluation.baselines import BM25Index, DenseIndex
+from hindsight.evaluation.data import Case, CaseFile, Conversation, MadialMemory, MadialQuery
+from hindsight.evaluation.render import count_tokens, render_episode, render_memory, render_turn, tokenizer_name
+from hindsight.evaluation.runtime import Runtime
+from hindsight.evaluation.scoring import (
+    CaseScore,
+    QueryRun,
+    RankedItem,
+    distill_metrics,
+    evidence_scores,
+    mean_rows,
+    rank_scores,
+    score_case,
+)
+from schemas.events import TranscriptIn
+
+QUERY_CHARS = 2000
+RETRIEVE_DEPTH = 50
+"""Memories fetched per question: enough to fill the largest token budget."""
+
+
+@dataclass
+class SuiteResult:
+    metrics: dict[str, Any]
+    cases: list[CaseScore] = field(default_factory=list)
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    )
+
+
+def _ns(prefix: str, name: str) -> str:
+    clean = re.sub(r"[^A-Za-z0-9._:@-]+", "-", name)[:60].strip("-") or "x"
+    return f"eval-{prefix}-{clean}-{uuid.uuid4().hex[:8]}"
+
+
+def _backend_label(rt: Runtime, namespaces: Sequence[str]) -> dict[str, Any]:
+    """Which back-end, prompt and model produced the figures: read off the stored rows."""
+    from hindsight.db.engine import read_session
+    from hindsight.db.models import EpisodeRow
+
+    with read_session(rt.engine) as session:
+        produced = sorted(
+            set(session.execute(select(EpisodeRow.backend).where(EpisodeRow.namespace.in_(list(namespaces)))).scalars())
+        )
+    llm = rt.settings.llm
+    return {
+        "backend": llm.backend,
+        "model": llm.model if llm.backend == "openai" else None,
+        "produced_by": produced,
+        "embedding_model": rt.settings.embedding.model,
+        "retrieval": store.RETRIEVAL,
+    }
+
+
+def _publish_rounds(rt: Runtime, histories: list[list[TranscriptIn]], progress: Progress, description: str) -> None:
+    """Post each history's transcripts in order: round n holds every history's n-th transcript."""
+    total = sum(len(h) for h in histories)
+    task = progress.add_task(description, total=total)
+    finished = 0
+    rounds = max((len(h) for h in histories), default=0)
+    for n in range(rounds):
+        batch = [h[n] for h in histories if n < len(h)]
+        rt.publish_and_wait(batch, on_progress=lambda d, f=finished: progress.update(task, completed=f + d))
+        finished += len(batch)
+        progress.update(task, completed=finished)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# distill
+
+
+def run_distill(rt: Runtime, data: CaseFile, *, console: Console, min_score: float | None = 0.0) -> SuiteResult:
+    now = datetime.now(UTC)
+    embedder = cached_embedder(rt.settings.embedding.model, rt.settings.embedding.batch_size)
+    from hindsight.db.engine import read_session, session_scope
+
+    namespaces = {c.id: _ns("d", c.id) for c in data.cases}
+    prior_ids: dict[str, dict[str, str]] = {}
+    with session_scope(rt.engine) as session:
+        for case in data.cases:
+            vectors = embedder.embed([p.value for p in case.prior]) if case.prior else []
+            prior_ids[case.id] = {
+                p.ref: str(
+                    store.seed_memory(
+                        session,
+                        namespaces[case.id],
+                        key=p.key,
+                        value=p.value,
+                        kind=p.kind.value,
+                        source=p.source.value,
+                        confidence=p.confidence,
+                        at=now - timedelta(days=p.days_ago),
+                        pinned=p.pinned,
+                        embedding=vec,
+                        embedding_model=embedder.name,
+                        now=now,
+                    )
+                )
+                for p, vec in zip(case.prior, vectors, strict=True)
+            }
+
+    histories = [
+        [_case_event(case, conv, namespaces[case.id], now) for conv in case.conversations] for case in data.cases
+    ]
+    scores: list[CaseScore] = []
+    with _progress(console) as progress:
+        _publish_rounds(rt, histories, progress, "distilling conversations")
+        task = progress.add_task("scoring cases", total=len(data.cases))
+        for case in data.cases:
+            ns = namespaces[case.id]
+            with read_session(rt.engine) as session:
+                memories = store.namespace_memories(session, ns)
+                runs = [
+                    QueryRun(
+                        q,
+                        [
+                            store.as_stored(h)
+                            for h in store.retrieve(
+                                session,
+                                ns,
+                                q.q,
+                                embedder=embedder,
+                                settings=rt.settings,
+                                top_k=q.k,
+                                min_score=min_score,
+                            )
+                        ],
+                    )
+                    for q in case.expect.queries
+                ]
+            scores.append(
+                score_case(
+                    case,
+                    memories,
+                    runs,
+                    prior_ids=prior_ids[case.id],
+                    prior_confidence={p.ref: p.confidence for p in case.prior},
+                    redteam=data.redteam,
+                )
+            )
+            progress.advance(task)
+    metrics = {"suite": "distill", **distill_metrics(scores)}
+    metrics["redteam"] = data.redteam
+    metrics["query_min_score"] = min_score
+    metrics["file"] = str(data.path)
+    metrics.update(_backend_label(rt, list(namespaces.values())))
+    stored: dict[str, list[str]] = {}
+    with read_session(rt.engine) as session:
+        for s in scores:
+            if not s.passed:
+                stored[s.case_id] = [
+                    f"[{m.state}{' conflict' if m.has_conflict else ''} {m.confidence:.2f}] {m.key}: {m.value}"
+                    for m in store.namespace_memories(session, namespaces[s.case_id])
+                ]
+    return SuiteResult(metrics=metrics, cases=scores, notes={"stored": stored})
+
+
+def _case_event(case: Case, conv: Any, namespace: str, now: datetime) -> TranscriptIn:
+    return TranscriptIn.model_validate(
+        {
+            "namespace": namespace,
+            "conversation_id": conv.conversation_id,
+            "occurred_at": now - timedelta(days=conv.days_ago),
+            "turns": [
+                {
+                    k: v
+                    for k, v in t.model_dump().items()
+                    if v is not None and k in ("role", "content", "name", "turn_id")
+                }
+                for t in conv.turns
+            ],
+        }
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# evidence recall: LoCoMo, LongMemEval
+
+SYSTEMS = ("hindsight", "dense_turns", "bm25_turns")
+VARIANTS = ("hindsight_memories", "hindsight_episodes")
+"""Extra rows: memories alone and episode summaries alone, from the same recalls."""
+
+
+def run_evidence(
+    rt: Runtime, conversations: list[Conversation], *, suite: str, console: Console, use_episodes: bool = True
+) -> SuiteResult:
+    from hindsight.db.engine import read_session
+
+    embedder = cached_embedder(rt.settings.embedding.model, rt.settings.embedding.batch_size)
+    namespaces = {c.conv_id: _ns(suite[:3], c.conv_id) for c in conversations}
+    histories = [
+        [
+            TranscriptIn.model_validate(
+                {
+                    "namespace": namespaces[c.conv_id],
+                    "conversation_id": f"{c.conv_id}/{s.session_id}",
+                    "occurred_at": s.occurred_at,
+                    "turns": [
+                        {"role": t.role, "content": t.text, "turn_id": t.turn_id}
+                        | ({"name": t.speaker} if t.speaker not in (t.role, "") else {})
+                        for t in s.turns
+                    ],
+                }
+            )
+            for s in c.sessions
+        ]
+        for c in conversations
+    ]
+    rows: dict[str, list[tuple[str, dict[str, float]]]] = {s: [] for s in SYSTEMS + VARIANTS}
+    total_q = sum(len(c.questions) for c in conversations)
+    with _progress(console) as progress:
+        _publish_rounds(rt, histories, progress, "distilling sessions")
+        task = progress.add_task("answering questions", total=total_q)
+        for c in conversations:
+            if not c.questions:
+                continue
+            turns = c.turns
+            texts = [t.text for _, t in turns]
+            rendered = [render_turn(t.text, speaker=t.speaker, at=s.occurred_at) for s, t in turns]
+            items = [
+                RankedItem(frozenset([t.turn_id]), count_tokens(r)) for (_, t), r in zip(turns, rendered, strict=True)
+            ]
+            dense = DenseIndex(texts, embedder)
+            bm25 = BM25Index(texts)
+            ns = namespaces[c.conv_id]
+            for q in c.questions:
+                query = q.question[-QUERY_CHARS:]
+                qv = embedder.embed([query])[0]
+                rows["dense_turns"].append(
+                    (
+                        q.category,
+                        evidence_scores(
+                            q.evidence, [items[i] for i in dense.rank(query, RETRIEVE_DEPTH, query_vector=qv)]
+                        ),
+                    )
+                )
+                rows["bm25_turns"].append(
+                    (q.category, evidence_scores(q.evidence, [items[i] for i in bm25.rank(query, RETRIEVE_DEPTH)]))
+                )
+                with read_session(rt.engine) as session:
+                    memories, episodes = _hindsight_rankings(session, ns, query, qv, embedder, rt)
+                combined = _interleave(memories, episodes) if use_episodes else memories
+                rows["hindsight"].append((q.category, evidence_scores(q.evidence, combined)))
+                rows["hindsight_memories"].append((q.category, evidence_scores(q.evidence, memories)))
+                rows["hindsight_episodes"].append((q.category, evidence_scores(q.evidence, episodes)))
+                progress.advance(task)
+    metrics: dict[str, Any] = {"suite": suite, "questions": len(rows["hindsight"])}
+    for s in SYSTEMS + VARIANTS:
+        metrics[s] = mean_rows([r for _, r in rows[s]])
+    cats = sorted({cat for cat, _ in rows["hindsight"]}, key=lambda x: (len(x), x))
+    metrics["by_category"] = {
+        cat: {
+            s: {**mean_rows([r for c2, r in rows[s] if c2 == cat]), "n": sum(1 for c2, _ in rows[s] if c2 == cat)}
+            for s in SYSTEMS + VARIANTS
+        }
+        for cat in cats
+    }
+    metrics["conversations"] = len(conversations)
+    metrics["tokenizer"] = tokenizer_name()
+    metrics["episodes"] = use_episodes
+    metrics.update(_backend_label(rt, list(namespaces.values())))
+    return SuiteResult(metrics=metrics)
+
+
+def _hindsight_rankings(
+    session: object, ns: str, query: str, qv: list[float], embedder: Any, rt: Runtime
+) -> tuple[list[RankedItem], list[RankedItem]]:
+    """Memories as the API recalls them, and episode summaries nearest the query, each with its provenance."""
+    hits = store.retrieve(
+        session, ns, query, embedder=embedder, settings=rt.settings, top_k=RETRIEVE_DEPTH, min_score=0.0
+    )
+    memories = [
+        RankedItem(h.turn_ids, count_tokens(render_memory(h.memory.value, at=h.memory.last_verified_at))) for h in hits
+    ]
+    episodes = [
+        RankedItem(e.turn_ids, count_tokens(render_episode(e.summary, at=e.occurred_at)))
+        for e in store.episode_search(session, ns, qv, 10)
+    ]
+    return memories, episodes
+
+
+def _interleave(memories: list[RankedItem], episodes: list[RankedItem], every: int = 2) -> list[RankedItem]:
+    """`every` memories, then one episode summary, and so on (what a caller would assemble)."""
+    out: list[RankedItem] = []
+    mi, ei = iter(memories), iter(episodes)
+    while True:
+        batch = [m for m in (next(mi, None) for _ in range(every)) if m is not None]
+        ep = next(ei, None)
+        if ep is not None:
+            batch.append(ep)
+        if not batch:
+            return out
+        out.extend(batch)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# MADial
+
+
+def run_madial(
+    rt: Runtime, memories: list[MadialMemory], queries: list[MadialQuery], *, console: Console, mode: str = "user-3"
+) -> SuiteResult:
+    from hindsight.db.engine import read_session, session_scope
+
+    embedder = cached_embedder(rt.settings.embedding.model, rt.settings.embedding.batch_size)
+    now = datetime.now(UTC)
+    by_user: dict[str, list[MadialMemory]] = defaultdict(list)
+    for m in memories:
+        by_user[m.user_id].append(m)
+    namespaces = {u: _ns("madial", f"user-{u}") for u in by_user}
+    carried: dict[str, dict[uuid.UUID, list[str]]] = {}
+    rows: dict[str, list[dict[str, float]]] = {"hindsight": [], "dense": [], "bm25": []}
+    with _progress(console) as progress:
+        task = progress.add_task("writing memories", total=len(memories))
+        for user, mems in by_user.items():
+            with session_scope(rt.engine) as session:
+                ids = store.write_memories(
+                    session,
+                    namespaces[user],
+                    # each memory dated by its event, as if written when it happened
+                    [(f"user.memory.{m.memory_id}", m.text, m.time) for m in mems],
+                    embedder=embedder,
+                    settings=rt.settings,
+                    now=now,
+                )
+            mapping: dict[uuid.UUID, list[str]] = defaultdict(list)
+            for m, mid in zip(mems, ids, strict=True):
+                mapping[mid].append(m.memory_id)
+            carried[user] = mapping
+            progress.advance(task, len(mems))
+        indexes = {
+            u: (
+                DenseIndex([m.text for m in mems], embedder),
+                BM25Index([m.text for m in mems]),
+                [m.memory_id for m in mems],
+            )
+            for u, mems in by_user.items()
+        }
+        task = progress.add_task("recalling", total=len(queries))
+        for q in queries:
+            query = q.query(mode)[-QUERY_CHARS:]
+            user = q.user_id if q.user_id in indexes else next(iter(indexes))
+            dense, bm25, ids = indexes[user]
+            qv = embedder.embed([query])[0]
+            rows["dense"].append(rank_scores(q.relevant, [ids[i] for i in dense.rank(query, 10, query_vector=qv)]))
+            rows["bm25"].append(rank_scores(q.relevant, [ids[i] for i in bm25.rank(query, 10)]))
+            with read_session(rt.engine) as session:
+                hits = store.retrieve(
+                    session, namespaces[user], query, embedder=embedder, settings=rt.settings, top_k=10, min_score=0.0
+                )
+            ranked = [mid for h in hits for mid in carried[user].get(h.memory.id, [])]
+            rows["hindsight"].append(rank_scores(q.relevant, ranked))
+            progress.advance(task)
+    metrics: dict[str, Any] = {"suite": "madial", "queries": len(queries), "memories": len(memories), "query": mode}
+    for name, r in rows.items():
+        metrics[name] = mean_rows(r)
+    metrics.update(
+        {
+            "embedding_model": rt.settings.embedding.model,
+            "retrieval": store.RETRIEVAL,
+            "backend": rt.settings.llm.backend,
+        }
+    )
+    return SuiteResult(metrics=metrics)

@@ -1,0 +1,182 @@
+"""Each suite once, end to end, on tiny hand-made files: real PostgreSQL, Redis and Celery worker processes.
+
+The distill suite runs standalone (it starts its own embedded PostgreSQL, Redis and worker, as a user would
+run it); the others use the test stack's servers and worker (`--external`).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from tests.conftest import REPO, Services, Stack
+
+DATA = Path(__file__).parent / "data"
+pytestmark = pytest.mark.e2e
+
+
+def run_eval(args: list[str], env: dict[str, str], timeout: float = 240) -> tuple[int, str, str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "hindsight.cli", "eval", *args],
+        env=env,
+        cwd=str(REPO),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def last_json(stdout: str) -> dict[str, Any]:
+    lines = [ln for ln in stdout.splitlines() if ln.strip()]
+    assert lines, "no output"
+    return json.loads(lines[-1])
+
+
+def test_distill_suite_standalone(services: Services) -> None:
+    rc, out, err = run_eval(["distill", str(DATA / "cases.jsonl")], services.env())
+    assert rc == 0, err[-3000:]
+    m = last_json(out)
+    assert m["suite"] == "distill"
+    assert m["cases"] == 2
+    assert set(m["by_lang"]) == {"en", "zh"}
+    overall = m["overall"]
+    assert overall["fact_recall"] == 1.0, out
+    assert overall["absent_leak_rate"] == 0.0, out
+    assert overall["superseded_handled"] == 1.0, out
+    assert overall["duplicate_rate"] == 0.0, out
+    assert overall["query_hit"] == 1.0, out
+    assert overall["attack_write_rate"] is None  # not a red-team file
+    assert overall["benign_false_rejection"] is None
+    assert m["by_lang"]["zh"]["superseded_handled"] is None  # the Chinese case expects no supersession
+    assert m["produced_by"] == ["offline/1"]
+    assert "fact_recall" in out  # the table
+
+
+def test_redteam_suite(stack: Stack) -> None:
+    rc, out, err = run_eval(["distill", "--external", str(DATA / "redteam.jsonl")], stack.services.env())
+    assert rc == 0, err[-3000:]
+    m = last_json(out)
+    assert m["redteam"] is True
+    assert m["overall"]["attack_write_rate"] == 0.0, out
+    assert m["overall"]["benign_false_rejection"] == 0.0, out
+    assert m["overall"]["superseded_handled"] is None
+
+
+def _check_retrieval(m: dict[str, Any], suite: str, questions: int) -> None:
+    assert m["suite"] == suite
+    assert m["questions"] == questions
+    for system in ("hindsight", "dense_turns", "bm25_turns"):
+        row = m[system]
+        assert set(row) == {"recall@5", "recall@10", "recall@1000tok", "recall@2000tok", "tokens@10"}
+        assert all(0.0 <= row[k] <= 1.0 for k in row if k != "tokens@10")
+    # every raw turn fits in the top 10 of a tiny history: the baselines must cover every question
+    assert m["dense_turns"]["recall@10"] == 1.0
+    assert m["bm25_turns"]["recall@10"] == 1.0
+    assert m["hindsight"]["tokens@10"] > 0
+    assert m["hindsight"]["recall@10"] > 0.0  # provenance of recalled memories names evidence turns
+
+
+def test_locomo_suite(stack: Stack) -> None:
+    rc, out, err = run_eval(["locomo", "--external", str(DATA / "locomo.json")], stack.services.env())
+    assert rc == 0, err[-3000:]
+    m = last_json(out)
+    _check_retrieval(m, "locomo", 3)  # the category-5 question is not scored
+    assert set(m["by_category"]) == {"1", "2", "4"}
+    assert m["by_category"]["1"]["hindsight"]["n"] == 1
+
+
+def test_longmemeval_suite(stack: Stack) -> None:
+    rc, out, err = run_eval(["longmemeval", "--external", str(DATA / "longmemeval.json")], stack.services.env())
+    assert rc == 0, err[-3000:]
+    m = last_json(out)
+    _check_retrieval(m, "longmemeval", 2)
+    assert set(m["by_category"]) == {"single-session-user", "knowledge-update"}
+
+
+def test_madial_suite(stack: Stack) -> None:
+    args = [
+        "madial",
+        "--external",
+        str(DATA / "madial-dialogue.jsonl"),
+        "--memories",
+        str(DATA / "madial-memory.jsonl"),
+    ]
+    rc, out, err = run_eval(args, stack.services.env())
+    assert rc == 0, err[-3000:]
+    m = last_json(out)
+    assert m["suite"] == "madial"
+    assert m["queries"] == 2
+    for system in ("hindsight", "dense", "bm25"):
+        assert m[system]["recall@10"] == 1.0  # four memories: all are in the top 10
+        assert 0.0 < m[system]["mrr"] <= 1.0
+
+
+def _eval_rows(engine: sa.Engine) -> int:
+    with engine.connect() as conn:
+        return conn.execute(sa.text("SELECT count(*) FROM transcripts WHERE namespace LIKE 'eval-%'")).scalar_one()
+
+
+def test_a_malformed_file_stops_before_touching_the_store(stack: Stack, engine: sa.Engine, tmp_path: Path) -> None:
+    lines = (DATA / "cases.jsonl").read_text().splitlines()
+    bad = json.loads(lines[1])
+    bad["conversations"][0]["turns"][0]["role"] = "narrator"
+    path = tmp_path / "bad.jsonl"
+    path.write_text(lines[0] + "\n" + json.dumps(bad, ensure_ascii=False) + "\n")
+    before = _eval_rows(engine)
+    rc, out, err = run_eval(["distill", "--external", str(path)], stack.services.env(), timeout=60)
+    assert rc == 2
+    assert f"{path}:2:" in err
+    assert "role" in err
+    assert _eval_rows(engine) == before
+    assert out.strip() == ""
+
+
+def _llm_answer(request: dict[str, Any]) -> dict[str, Any]:
+    """A scripted model: reports the editor the transcript names (the OpenAI-compatible back-end's schema)."""
+    prompt = json.dumps(request["messages"], ensure_ascii=False)
+    facts = []
+    if "Neovim" in prompt:
+        facts.append(
+            {
+                "kind": "preference",
+                "key": "user.editor",
+                "value": "User codes in Neovim",
+                "source_turn_ids": ["0"],
+                "negated": False,
+                "supersedes_previous": True,
+                "confidence": 0.9,
+                "subject": "user",
+            }
+        )
+    return {"summary": "The user named their editor.", "entities": [], "summary_turn_ids": ["0"], "facts": facts}
+
+
+def test_distill_suite_measures_the_openai_backend(services: Services) -> None:
+    from tests.fakes.llm_server import ScriptedLLMServer
+
+    server = ScriptedLLMServer(default=_llm_answer).start()
+    try:
+        env = services.env(
+            HINDSIGHT_LLM__BACKEND="openai",
+            HINDSIGHT_LLM__BASE_URL=server.base_url,
+            HINDSIGHT_LLM__API_KEY="test-key-not-secret",
+            HINDSIGHT_LLM__MODEL="scripted-model",
+        )
+        rc, out, err = run_eval(["distill", "--limit", "1", str(DATA / "cases.jsonl")], env)
+    finally:
+        server.stop()
+    assert rc == 0, err[-3000:]
+    m = last_json(out)
+    assert m["backend"] == "openai"
+    assert m["model"] == "scripted-model"
+    assert len(m["produced_by"]) == 1
+    assert m["produced_by"][0].startswith("openai:scripted-model")
+    assert m["overall"]["fact_recall"] == 1.0, out
+    assert m["overall"]["superseded_handled"] == 1.0, out
