@@ -7,7 +7,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from schemas.pipeline import Role
 
@@ -69,7 +69,7 @@ class TranscriptBody(BaseModel):
     conversation_id: str = Field(default_factory=lambda: uuid.uuid4().hex, min_length=1, max_length=256)
     event_type: EventType = EventType.conversation_end
     turns: list[TurnIn] = Field(min_length=1)
-    occurred_at: datetime | None = None
+    occurred_at: AwareDatetime | None = None
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=256)
 
 

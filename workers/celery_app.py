@@ -5,6 +5,8 @@
 - prefetch 1: a worker holds at most one unacknowledged message per process.
 - visibility_timeout longer than the slowest task: Redis redelivers only what was really lost; retry
   countdowns stay under half of it.
+- worker_proc_alive_timeout: a child replacing a killed one loads the embedding model before it reports
+  ready; Celery's 4 s default is too short on a busy machine and turns one crash into a dead pool.
 - One beat process schedules the periodic jobs; their database locks make a second beat harmless.
 """
 
@@ -32,6 +34,7 @@ def create_app(settings: Settings) -> Celery:
         task_serializer="json",
         accept_content=["json"],
         worker_prefetch_multiplier=1,
+        worker_proc_alive_timeout=settings.worker.process_start_timeout_seconds,
         worker_hijack_root_logger=False,
         worker_redirect_stdouts=False,
         worker_cancel_long_running_tasks_on_connection_loss=True,

@@ -133,7 +133,10 @@ def publish_transcripts(
             )
     # After commit: a lost message only delays work (beat's sweeper re-sends it), never loses it.
     new_ids = [a.id for a in accepted if not a.duplicate]
-    send(new_ids)
+    try:
+        send(new_ids)
+    except Exception as exc:  # committed already: beat's sweeper sends them once the broker is back
+        log.warning("transcript.send_failed", count=len(new_ids), error=f"{type(exc).__name__}: {exc}"[:300])
     for a in accepted:
         log.info("transcript.accepted", transcript_id=str(a.id), namespace=a.namespace, duplicate=a.duplicate)
     return accepted
