@@ -6,10 +6,10 @@ import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Float, String, and_, case, cast, delete, func, literal, or_, select, text, update
+from sqlalchemy import Float, String, case, cast, delete, func, literal, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.orm import Session
 
@@ -504,10 +504,6 @@ def scrub_json(value: Any, needles: Sequence[str], replacement: str = "[erased]"
     return value
 
 
-def days_ago(now: datetime, days: float) -> datetime:
-    return now - timedelta(days=days)
-
-
 __all__ = [
     "AuditRepository",
     "ConflictRepository",
@@ -517,6 +513,5 @@ __all__ = [
     "TombstoneRepository",
     "TranscriptRepository",
     "advisory_xact_lock",
-    "and_",
     "try_advisory_xact_lock",
 ]
