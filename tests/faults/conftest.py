@@ -108,10 +108,22 @@ class FaultServices:
         time.sleep(down_for)
         self.redis = start_redis(self.redis_dir, persist=True)
 
-    def redis_keys(self) -> int:
+    def redis_messages(self) -> int:
+        """Messages Redis holds: queued (every list, priority sub-queues included) plus reserved (`unacked`).
+
+        Key counts are no measure: a worker that reconnects at once recreates its `_kombu.binding.*` sets.
+        """
         from hindsight.broker import redis_client
 
-        return int(redis_client(self.redis_url).dbsize())
+        client = redis_client(self.redis_url)
+        n = 0
+        for key in client.scan_iter(count=1000):
+            kind = client.type(key)
+            if kind in (b"list", "list"):
+                n += int(client.llen(key))
+            elif key in (b"unacked", "unacked"):
+                n += int(client.hlen(key))
+        return n
 
     def as_services(self) -> Services:
         return Services(

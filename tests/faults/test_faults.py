@@ -119,15 +119,16 @@ def test_kill_worker_child_during_slow_llm_call(
         pub = Publisher(fault_services, fault_engine)
         (slow,) = pub.publish(canary_events(prefix, 1, text="I use {canary} every day. SLOW"))
         assert llm.slow_started.wait(60), "the slow LLM call never started"
-        pub.publish(canary_events(prefix, 40))
 
-        # The child holding the connection to the LLM server is the one inside the slow call.
+        # The child holding the connection to the LLM server is the one inside the slow call. Look before more
+        # work arrives: once it does, the other child is talking to the server too.
         victims = [
             ch
             for ch in fault_stack.children()
             if any(c.raddr and c.raddr.port == server.port for c in ch.net_connections(kind="tcp"))
         ]
         assert len(victims) == 1, victims
+        pub.publish(canary_events(prefix, 40))
         victims[0].send_signal(signal.SIGKILL)
 
         c = wait_quiescent(fault_engine, prefix, 41, 120, fault_stack.live())
@@ -233,8 +234,9 @@ def test_redis_killed_and_restarted_empty(
     Publisher(fault_services, fault_engine).publish(canary_events(prefix, N))
     wait_progress(fault_engine, prefix, 10)
     fault_services.redis_restart(empty=True, down_for=1.0)
-    assert fault_services.redis_keys() <= 2  # every queued and reserved message is gone
-    assert counts(fault_engine, prefix).unfinished > 0
+    # The fault is real: Redis came back holding fewer messages than there is unfinished work (the sweeper may
+    # already be re-sending some), so only PostgreSQL knows what is left to do.
+    assert fault_services.redis_messages() < counts(fault_engine, prefix).unfinished
     c = wait_quiescent(fault_engine, prefix, N, 300, fault_stack.live())
     report("Redis killed and restarted empty", c, time.monotonic() - t0)
     assert_clean(c, accepted=N)
