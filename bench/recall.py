@@ -551,6 +551,9 @@ def main(argv: list[str] | None = None) -> int:
                 results[str(n)] = run_size(n, url, base_text, base_vec, args, progress)
                 console.log(json.dumps({"size": n, **results[str(n)]}, ensure_ascii=False, sort_keys=True))
     finally:
+        from hindsight.services.recall import flush_access_counts
+
+        flush_access_counts()  # while the database is still up (the recorder would otherwise try at exit)
         stop_postgres(pg_dir)
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -61,14 +61,15 @@ def worker(
     settings = get_settings()
     configure_logging(settings)
     wait_for_services(settings, timeout=wait)
-    argv = [
-        "worker",
-        f"--loglevel={loglevel}",
-        "-Q",
-        "hindsight",
-        "-c",
-        str(concurrency or settings.worker.concurrency),
-    ]
+    processes = concurrency or settings.worker.concurrency
+    if settings.embedding.threads is None:
+        # Each child embeds on its own: share the cores out instead of letting every child use all of them
+        # (measured: two processes at 2 BLAS threads each on 2 cores embed at half the rate of 1 each). The
+        # children fork from here and inherit these cached settings.
+        from hindsight.embeddings import threads_per_process
+
+        settings.embedding.threads = threads_per_process(processes)
+    argv = ["worker", f"--loglevel={loglevel}", "-Q", "hindsight", "-c", str(processes)]
     get_app().worker_main(argv)
 
 

