@@ -30,7 +30,7 @@ from hindsight.services import memories as memory_service
 from hindsight.services import memory_ops
 from hindsight.services.context import ContextBlock, render_context
 from hindsight.services.ingest import publish_transcripts
-from hindsight.services.recall import MAX_QUERY_CHARS, MAX_TOP_K, recall
+from hindsight.services.recall import MAX_QUERY_CHARS, MAX_TOP_K, recall, recall_episodes
 from hindsight.services.sessions import SessionStore
 from pipeline.base import Embedder
 from schemas.events import (
@@ -58,7 +58,7 @@ from schemas.memories import (
     WriteResult,
 )
 from schemas.pipeline import MemoryKind
-from schemas.recall import RecallResult
+from schemas.recall import EpisodeRecallResult, RecallResult
 
 log = structlog.get_logger(__name__)
 
@@ -385,6 +385,20 @@ def _routes(app: FastAPI) -> None:
             top_k=top_k or max(state.settings.retrieval.top_k, 10),
         )
         return render_context(result.hits, budget_tokens=budget_tokens, model=model or state.settings.llm.model)
+
+    @app.get("/v1/namespaces/{namespace}/episodes/search", response_model=EpisodeRecallResult, tags=["memories"])
+    def search_episodes(
+        namespace: NamespacePath,
+        state: StateDep,
+        session: ReadDep,
+        q: Annotated[str, Query(min_length=1, max_length=MAX_QUERY_CHARS)],
+        top_k: Annotated[int | None, Query(ge=1, le=MAX_TOP_K)] = None,
+    ) -> EpisodeRecallResult:
+        """Episode summaries (what happened in earlier conversations, with the turns they quote) nearest in
+        meaning to `q`, best first: for "when did I …" / "what did I say about …", where no stable fact was kept."""
+        return recall_episodes(
+            session, namespace, q, embedder=_embedder(state), settings=state.settings.retrieval, top_k=top_k
+        )
 
     @app.get("/v1/namespaces/{namespace}/episodes", response_model=list[EpisodeRead], tags=["memories"])
     def list_episodes(

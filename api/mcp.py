@@ -37,13 +37,13 @@ from hindsight.db.engine import get_engine, read_session, session_scope
 from hindsight.errors import HindsightError, NotFound
 from hindsight.services import memories as memory_service
 from hindsight.services import memory_ops
-from hindsight.services.recall import MAX_QUERY_CHARS, MAX_TOP_K
+from hindsight.services.recall import MAX_QUERY_CHARS, MAX_TOP_K, recall_episodes
 from hindsight.services.recall import recall as recall_service
 from pipeline.base import Embedder
 from schemas.events import NAMESPACE_PATTERN
 from schemas.memories import KEY_PATTERN, MemoryRead, MemoryWrite, RememberResult, WriteResult
 from schemas.pipeline import MemoryKind, Source
-from schemas.recall import RecallResult
+from schemas.recall import EpisodeRecallResult, RecallResult
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -236,6 +236,29 @@ def _register(server: MCPServer[McpState]) -> None:
         query: QueryArg, ctx: Context, namespace: NamespaceArg = None, top_k: TopKArg = None
     ) -> RecallResult:
         return await _search(ctx, query, namespace, top_k)
+
+    @server.tool(
+        name="episode_search",
+        description=(
+            "Search summaries of earlier conversations with the user (what they asked, what they said, what "
+            "was concluded, with the turns quoted). USE for questions about past events and things said in "
+            'passing: "when did I …", "what did I tell you about …", "what did you recommend last time". '
+            "DO NOT use it for stable facts about the user (use memory_search) or for the current conversation."
+        ),
+    )
+    async def episode_search(
+        query: QueryArg, ctx: Context, namespace: NamespaceArg = None, top_k: TopKArg = None
+    ) -> EpisodeRecallResult:
+        ns, _ = _resolve(ctx, namespace)
+        st = _state(ctx)
+
+        def run() -> EpisodeRecallResult:
+            with read_session(st.engine) as session:
+                return recall_episodes(
+                    session, ns, query, embedder=st.embedder, settings=st.settings.retrieval, top_k=top_k
+                )
+
+        return await _call(run)
 
     async def _search(ctx: Context, query: str, namespace: str | None, top_k: int | None) -> RecallResult:
         ns, _ = _resolve(ctx, namespace)

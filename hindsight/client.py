@@ -54,6 +54,13 @@ class Hit:
         meta.update({k: v for k, v in hit.items() if k not in ("memory", "score")})
         return cls(id=uuid.UUID(memory["id"]), score=hit["score"], content=memory["value"], metadata=meta)
 
+    @classmethod
+    def from_episode(cls, hit: dict[str, Any]) -> Hit:
+        episode = hit["episode"]
+        meta = {k: v for k, v in episode.items() if k not in ("id", "summary")}
+        meta.update({k: v for k, v in hit.items() if k not in ("episode", "score")})
+        return cls(id=uuid.UUID(episode["id"]), score=hit["score"], content=episode["summary"], metadata=meta)
+
 
 class MemoryClient:
     """Talks to a hindsight API. `token` and `base_url` default to the settings (auth.client_token,
@@ -170,6 +177,15 @@ class MemoryClient:
             params["min_score"] = min_score
         result = self._request("GET", f"/v1/namespaces/{self._ns(namespace)}/search", params=params)
         return [Hit.from_api(h) for h in result["hits"]]
+
+    def recall_episodes(self, query: str, *, namespace: str | None = None, top_k: int | None = None) -> list[Hit]:
+        """Summaries of earlier conversations nearest to `query`, best first (`.content` is the summary;
+        `.metadata` has occurred_at, turn_ids, transcript_id, cosine, age_days)."""
+        params: dict[str, Any] = {"q": query}
+        if top_k is not None:
+            params["top_k"] = top_k
+        result = self._request("GET", f"/v1/namespaces/{self._ns(namespace)}/episodes/search", params=params)
+        return [Hit.from_episode(h) for h in result["hits"]]
 
     def context(
         self, query: str, *, budget_tokens: int = 1000, model: str | None = None, namespace: str | None = None

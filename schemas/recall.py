@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from schemas.memories import MemoryRead, ProvenanceRead
+from schemas.memories import EpisodeRead, MemoryRead, ProvenanceRead
 
 
 class ScoreParts(BaseModel):
@@ -40,3 +40,23 @@ class RecallHit(BaseModel):
 class RecallResult(BaseModel):
     query: str
     hits: list[RecallHit]
+
+
+class EpisodeHit(BaseModel):
+    """An episode summary (one distilled conversation) near the query."""
+
+    episode: EpisodeRead
+    score: float = Field(ge=0.0, le=1.0)
+    """The cosine rescaled per embedding model, as ScoreParts.vector (0 = unrelated)."""
+    cosine: float
+    age_days: float
+    """Days since the conversation took place (at the time of the query)."""
+
+    @property
+    def content(self) -> str:
+        return self.episode.summary
+
+
+class EpisodeRecallResult(BaseModel):
+    query: str
+    hits: list[EpisodeHit]

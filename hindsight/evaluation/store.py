@@ -10,10 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Float, literal, select
-
 from hindsight.config import Settings
-from hindsight.db.models import EpisodeRow, MemoryRow
+from hindsight.db.models import MemoryRow
 from hindsight.db.repositories import AuditRepository, MemoryRepository, ProvenanceRepository
 from hindsight.evaluation.scoring import StoredMemory
 from hindsight.textsearch import search_text
@@ -203,13 +201,16 @@ class EpisodeHit:
     score: float
 
 
-def episode_search(session: object, namespace: str, vector: list[float], k: int) -> list[EpisodeHit]:
-    """Episode summaries nearest to `vector` (an exact scan of the namespace)."""
-    dist = EpisodeRow.embedding.cosine_distance(vector) + literal(0.0, Float)
-    rows = session.execute(  # type: ignore[attr-defined]
-        select(EpisodeRow, (1 - dist).label("score"))
-        .where(EpisodeRow.namespace == namespace, EpisodeRow.embedding.is_not(None))
-        .order_by(dist)
-        .limit(k)
-    ).all()
-    return [EpisodeHit(r.summary, r.occurred_at, frozenset(r.turn_ids or []), float(s)) for r, s in rows]
+def episode_search(
+    session: object, namespace: str, query: str, vector: list[float], k: int, *, embedder: Embedder, settings: Settings
+) -> list[EpisodeHit]:
+    """Episode summaries nearest to the query, as the API's /episodes/search returns them."""
+    from hindsight.services.recall import recall_episodes
+
+    result = recall_episodes(
+        session, namespace, query, embedder=embedder, settings=settings.retrieval, top_k=k, query_vector=vector
+    )
+    return [
+        EpisodeHit(h.episode.summary, h.episode.occurred_at, frozenset(h.episode.turn_ids), h.cosine)
+        for h in result.hits
+    ]

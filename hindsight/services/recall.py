@@ -45,12 +45,13 @@ from sqlalchemy.orm import Session
 
 from hindsight.config import DEFAULT_MODEL_PROFILES, ModelProfile, RetrievalSettings, get_settings
 from hindsight.db.recall_repository import Candidate, RecallRepository
+from hindsight.db.repositories import EpisodeRepository
 from hindsight.errors import InvalidInput
 from hindsight.textsearch import query_terms, tsquery_term
 from pipeline.base import Embedder
-from schemas.memories import MemoryRead, ProvenanceRead
+from schemas.memories import EpisodeRead, MemoryRead, ProvenanceRead
 from schemas.pipeline import MemoryState
-from schemas.recall import RecallHit, RecallResult, ScoreParts
+from schemas.recall import EpisodeHit, EpisodeRecallResult, RecallHit, RecallResult, ScoreParts
 
 log = structlog.get_logger(__name__)
 
@@ -281,3 +282,40 @@ def recall(
             )
         )
     return RecallResult(query=query, hits=hits)
+
+
+def recall_episodes(
+    session: object,
+    namespace: str,
+    query: str,
+    *,
+    embedder: Embedder,
+    settings: RetrievalSettings,
+    top_k: int | None = None,
+    now: datetime | None = None,
+    query_vector: Sequence[float] | None = None,
+) -> EpisodeRecallResult:
+    """The episode summaries of `namespace` nearest in meaning to `query`, best first.
+
+    Episodes are what happened in a conversation (who asked what, what the user said, what was concluded), with
+    the turns each summary quotes; memories are the stable facts distilled from them. Episodes answer "when did
+    I …", "what did I say about …" where no stable fact was kept. `query_vector`, when given, is the query's
+    embedding already computed (a caller recalling memories and episodes for one query embeds it once).
+    """
+    query = validate_query(query)
+    k = _validate(top_k, DEFAULT_STATES, None, settings)
+    now = now or datetime.now(UTC)
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=UTC)
+    vector = list(query_vector) if query_vector is not None else embedder.embed([query])[0]
+    profile = model_profile(embedder.name)
+    hits = [
+        EpisodeHit(
+            episode=EpisodeRead.model_validate(row),
+            score=round(vector_part(cosine, profile), 4),
+            cosine=round(cosine, 4),
+            age_days=round(max(0.0, (now - row.occurred_at).total_seconds() / 86400.0), 3),
+        )
+        for row, cosine in EpisodeRepository(session).nearest(namespace, vector, k)  # type: ignore[arg-type]
+    ]
+    return EpisodeRecallResult(query=query, hits=hits)

@@ -90,6 +90,7 @@ def test_every_v1_route_needs_a_valid_token(auth_api: AuthApi, alpha_ns: str) ->
         ("GET", f"/v1/namespaces/{alpha_ns}/memories", None),
         ("GET", f"/v1/namespaces/{alpha_ns}/search?q=x", None),
         ("GET", f"/v1/namespaces/{alpha_ns}/context?q=x", None),
+        ("GET", f"/v1/namespaces/{alpha_ns}/episodes/search?q=x", None),
         ("POST", f"/v1/namespaces/{alpha_ns}/memories", {"key": "user.x", "value": "v"}),
         ("POST", f"/v1/namespaces/{alpha_ns}/transcripts", {"turns": [{"role": "user", "content": "hi"}]}),
     ]
@@ -125,6 +126,7 @@ def test_isolation_probes_find_nothing_across_namespaces(
         f"/v1/namespaces/{alpha_ns}/search?q=keys",
         f"/v1/namespaces/{alpha_ns}/context?q=keys",
         f"/v1/namespaces/{alpha_ns}/episodes",
+        f"/v1/namespaces/{alpha_ns}/episodes/search?q=keys",
         "/v1/namespaces/alpha-does-not-exist/memories",
     ):
         r = beta.get(path)

@@ -68,6 +68,12 @@ def test_working_memory_and_archiving_to_long_term(auth_api: AuthApi, alpha_ns: 
     assert any("PostgreSQL" in v for v in values), values
     hits = memory.recall("数据库", min_score=0)
     assert any("PostgreSQL" in h.content for h in hits)
+    episodes = memory.recall_episodes("我们用什么数据库？", top_k=3)
+    assert episodes
+    assert isinstance(episodes[0], Hit)
+    assert "PostgreSQL" in episodes[0].content
+    assert episodes[0].metadata["turn_ids"]
+    assert {"occurred_at", "transcript_id", "cosine", "age_days"} <= set(episodes[0].metadata)
     with pytest.raises(NotFound):
         memory.get_working_memory("no-such-session")
     memory.close()

@@ -298,3 +298,50 @@ def test_http_bad_input_gets_clear_errors_and_changes_nothing(stack: Stack, engi
         )
     spec = httpx.get(f"{stack.api_url}/openapi.json").json()
     assert "/v1/namespaces/{namespace}/memories/{memory_id}" in spec["paths"]
+
+
+def test_episode_search_finds_the_conversation_by_what_was_said_in_passing(stack: Stack, namespace: str) -> None:
+    """A detail said in passing (no stable fact) is found again through the episode summaries, with the turn
+    it came from; episodes of other namespaces never come back."""
+    trip = post(
+        stack,
+        namespace,
+        [
+            {"role": "user", "content": "Can you suggest a packing list for a weekend trip?"},
+            {"role": "assistant", "content": "Sure: layers, a rain jacket and comfortable shoes."},
+            {"role": "user", "content": "By the way, I just got back from Kyoto where I ran a 10K race on Sunday."},
+        ],
+        conversation_id="trip",
+    )
+    cake = post(
+        stack,
+        namespace,
+        [{"role": "user", "content": "我最近在学做蛋糕，上周烤了一个抹茶蛋糕。"}],
+        conversation_id="cake",
+    )
+    other = f"{namespace}-other"
+    elsewhere = post(stack, other, [{"role": "user", "content": "I ran a marathon in Kyoto last month."}])
+    for ns, tid in ((namespace, trip), (namespace, cake), (other, elsewhere)):
+        assert wait_done(stack, ns, tid)["state"] == "done"
+
+    r = httpx.get(
+        f"{stack.api_url}/v1/namespaces/{namespace}/episodes/search",
+        params={"q": "Which race did I run in Kyoto?", "top_k": 5},
+        timeout=30,
+    )
+    assert r.status_code == 200, r.text
+    hits = r.json()["hits"]
+    assert [h["episode"]["transcript_id"] for h in hits][0] == trip
+    assert "Kyoto" in hits[0]["episode"]["summary"]
+    assert "2" in hits[0]["episode"]["turn_ids"]  # the turn the detail came from
+    assert hits[0]["score"] >= hits[-1]["score"]
+    assert {h["episode"]["transcript_id"] for h in hits} <= {trip, cake}
+
+    zh = httpx.get(
+        f"{stack.api_url}/v1/namespaces/{namespace}/episodes/search", params={"q": "我做过什么蛋糕？"}, timeout=30
+    ).json()["hits"]
+    assert zh[0]["episode"]["transcript_id"] == cake
+
+    for params in ({"q": ""}, {"q": "x", "top_k": 0}, {"q": "x" * 3000}):
+        bad = httpx.get(f"{stack.api_url}/v1/namespaces/{namespace}/episodes/search", params=params, timeout=10)
+        assert bad.status_code == 422, (params, bad.status_code)

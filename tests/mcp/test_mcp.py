@@ -23,7 +23,7 @@ from mcp_types.version import LATEST_HANDSHAKE_VERSION
 from tests.conftest import REPO, Services
 from tests.mcp.conftest import McpHttp
 
-TOOLS = {"memory_search", "memory_write", "memory_forget", "memory_verify", "remember", "recall"}
+TOOLS = {"memory_search", "memory_write", "memory_forget", "memory_verify", "remember", "recall", "episode_search"}
 
 
 def _stdio(services: Services, namespace: str) -> StdioServerParameters:
@@ -88,6 +88,8 @@ async def exercise(client: Client, namespace: str | None, engine: sa.Engine, ns:
     found = _data(await client.call_tool("memory_search", {"query": "PostgreSQL database", "top_k": 3, **extra}))
     assert found["hits"][0]["memory"]["id"] == mid
     assert {"vector", "keyword", "recency", "trust"} <= set(found["hits"][0]["parts"])
+    # Written memories are no conversations: episode search answers, and finds no episode here.
+    assert _data(await client.call_tool("episode_search", {"query": "乌龙茶", **extra}))["hits"] == []
     zh = _data(await client.call_tool("recall", {"query": "乌龙茶", **extra}))
     assert any("乌龙茶" in h["memory"]["value"] for h in zh["hits"])
 
@@ -116,6 +118,7 @@ async def exercise(client: Client, namespace: str | None, engine: sa.Engine, ns:
         ("memory_search", {"query": "", **extra}),
         ("memory_search", {"query": "   ", **extra}),
         ("memory_search", {"query": "x", "top_k": 1000, **extra}),
+        ("episode_search", {"query": "", **extra}),
         ("recall", {"query": "x" * 5000, **extra}),
         ("remember", {"content": "", **extra}),
     ]
