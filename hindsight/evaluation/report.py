@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from hindsight.evaluation.scoring import DISTILL_KEYS, CaseScore
+from hindsight.evaluation.scoring import DISTILL_KEYS, HALF_DENSE, CaseScore
 
 
 def _fmt(v: Any) -> str:
@@ -54,7 +54,7 @@ def evidence_table(metrics: dict[str, Any]) -> Table:
         for s in ("hindsight", "hindsight_memories", "hindsight_episodes", "dense_turns", "bm25_turns")
         if s in metrics
     )
-    keys = ("recall@5", "recall@10", "recall@1000tok", "recall@2000tok", "tokens@10")
+    keys = ("recall@5", "recall@10", "recall@1000tok", "recall@2000tok", HALF_DENSE, "tokens@10")
     table = Table(title=f"{metrics['suite']}: evidence recall ({metrics['questions']} questions)")
     table.add_column("category")
     table.add_column("n", justify="right")

@@ -261,13 +261,23 @@ RETRIEVAL_KS = (5, 10)
 RETRIEVAL_BUDGETS = (1000, 2000)
 
 
-def evidence_scores(evidence: Sequence[str], ranking: Sequence[RankedItem]) -> dict[str, float]:
-    """Per-question: 1/0 coverage at each k and budget, and the tokens of the top 10."""
+HALF_DENSE = "recall@half_dense_tok"
+"""Coverage within half the tokens that dense retrieval's top 10 took for the same question: the issue's
+"recall@10 at least dense's while using at most half its tokens", asked directly of a ranking."""
+
+
+def evidence_scores(
+    evidence: Sequence[str], ranking: Sequence[RankedItem], *, dense_tokens: float | None = None
+) -> dict[str, float]:
+    """Per-question: 1/0 coverage at each k and budget, and the tokens of the top 10. With `dense_tokens` (the
+    dense baseline's tokens@10 for this question), also the coverage within half of them."""
     row: dict[str, float] = {}
     for k in RETRIEVAL_KS:
         row[f"recall@{k}"] = float(covered(evidence, ranking[:k]))
     for b in RETRIEVAL_BUDGETS:
         row[f"recall@{b}tok"] = float(covered(evidence, within_budget(ranking, b)))
+    if dense_tokens is not None:
+        row[HALF_DENSE] = float(covered(evidence, within_budget(ranking, int(dense_tokens // 2))))
     row["tokens@10"] = float(sum(it.tokens for it in ranking[:10]))
     return row
 

@@ -260,23 +260,19 @@ def run_evidence(
             for q in c.questions:
                 query = q.question[-QUERY_CHARS:]
                 qv = embedder.embed([query])[0]
-                rows["dense_turns"].append(
-                    (
-                        q.category,
-                        evidence_scores(
-                            q.evidence, [items[i] for i in dense.rank(query, RETRIEVE_DEPTH, query_vector=qv)]
-                        ),
-                    )
-                )
-                rows["bm25_turns"].append(
-                    (q.category, evidence_scores(q.evidence, [items[i] for i in bm25.rank(query, RETRIEVE_DEPTH)]))
-                )
+                dense_ranking = [items[i] for i in dense.rank(query, RETRIEVE_DEPTH, query_vector=qv)]
+                ref = float(sum(it.tokens for it in dense_ranking[:10]))  # what dense's top 10 costs here
                 with read_session(rt.engine) as session:
                     memories, episodes = _hindsight_rankings(session, ns, query, qv, embedder, rt)
-                combined = _interleave(memories, episodes) if use_episodes else memories
-                rows["hindsight"].append((q.category, evidence_scores(q.evidence, combined)))
-                rows["hindsight_memories"].append((q.category, evidence_scores(q.evidence, memories)))
-                rows["hindsight_episodes"].append((q.category, evidence_scores(q.evidence, episodes)))
+                rankings = {
+                    "dense_turns": dense_ranking,
+                    "bm25_turns": [items[i] for i in bm25.rank(query, RETRIEVE_DEPTH)],
+                    "hindsight": _interleave(memories, episodes) if use_episodes else memories,
+                    "hindsight_memories": memories,
+                    "hindsight_episodes": episodes,
+                }
+                for system, ranking in rankings.items():
+                    rows[system].append((q.category, evidence_scores(q.evidence, ranking, dense_tokens=ref)))
                 progress.advance(task)
     metrics: dict[str, Any] = {"suite": suite, "questions": len(rows["hindsight"])}
     for s in SYSTEMS + VARIANTS:

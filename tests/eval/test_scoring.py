@@ -172,6 +172,10 @@ def test_token_budget_takes_the_prefix_that_fits() -> None:
     assert row["recall@2000tok"] == 1.0
     assert row["tokens@10"] == 2400.0
     assert evidence_scores(["9"], items)["recall@10"] == 0.0
+    assert "recall@half_dense_tok" not in row
+    # Half of a dense top 10 that cost 2400 tokens is 1200: items 0-2 fit, the evidence (item 3) does not.
+    assert evidence_scores(["3"], items, dense_tokens=2400)["recall@half_dense_tok"] == 0.0
+    assert evidence_scores(["3"], items, dense_tokens=4000)["recall@half_dense_tok"] == 1.0
 
 
 def test_rank_scores() -> None:

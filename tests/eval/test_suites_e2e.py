@@ -74,12 +74,20 @@ def _check_retrieval(m: dict[str, Any], suite: str, questions: int) -> None:
     assert m["questions"] == questions
     for system in ("hindsight", "dense_turns", "bm25_turns"):
         row = m[system]
-        assert set(row) == {"recall@5", "recall@10", "recall@1000tok", "recall@2000tok", "tokens@10"}
+        assert set(row) == {
+            "recall@5",
+            "recall@10",
+            "recall@1000tok",
+            "recall@2000tok",
+            "recall@half_dense_tok",
+            "tokens@10",
+        }
         assert all(0.0 <= row[k] <= 1.0 for k in row if k != "tokens@10")
     # every raw turn fits in the top 10 of a tiny history: the baselines must cover every question
     assert m["dense_turns"]["recall@10"] == 1.0
     assert m["bm25_turns"]["recall@10"] == 1.0
     assert m["hindsight"]["tokens@10"] > 0
+    assert 0.0 <= m["hindsight"]["recall@half_dense_tok"] <= m["hindsight"]["recall@2000tok"]
     assert m["hindsight"]["recall@10"] > 0.0  # provenance of recalled memories names evidence turns
 
 
