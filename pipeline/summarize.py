@@ -237,11 +237,14 @@ def summarize(transcript: Transcript) -> EpisodeSummary:
     parts: list[str] = []
     turn_ids: list[str] = []
     length = 0
+    last = ""
     for label, turn, sentence in picked:
-        piece = labels[label] + _clip(sentence)
+        # Statements in a row share one label ("User said: A | B | C"): the same content in fewer tokens.
+        piece = ("" if label == last == "said" else labels[label]) + _clip(sentence)
         if length + len(piece) + 2 > MAX_SUMMARY_CHARS:
             continue
         parts.append(piece)
+        last = label
         length += len(piece) + 2
         if turn.turn_id not in turn_ids:
             turn_ids.append(turn.turn_id)
