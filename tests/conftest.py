@@ -89,6 +89,9 @@ def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
     try:
         yield svc
     finally:
+        from hindsight.services.recall import flush_access_counts
+
+        flush_access_counts()  # recall's pending access counts, while the database is still up
         redis.stop()
         stop_postgres(pg_dir)
 

@@ -209,6 +209,12 @@ def score_candidate(
     return round(fused * trust_mult, 4), parts, age_days
 
 
+def _aware(now: datetime | None) -> datetime:
+    """The time of the query: now, or the given time (a naive one is taken as UTC, like every stored time)."""
+    now = now or datetime.now(UTC)
+    return now if now.tzinfo is not None else now.replace(tzinfo=UTC)
+
+
 def recall(
     session: object,
     namespace: str,
@@ -232,9 +238,7 @@ def recall(
     """
     query = validate_query(query)
     k = _validate(top_k, states, min_score, settings)
-    now = now or datetime.now(UTC)
-    if now.tzinfo is None:  # a naive time is taken as UTC, like every stored time
-        now = now.replace(tzinfo=UTC)
+    now = _aware(now)
     profile = model_profile(embedder.name)
     threshold = min_score
     if threshold is None:
@@ -304,9 +308,7 @@ def recall_episodes(
     """
     query = validate_query(query)
     k = _validate(top_k, DEFAULT_STATES, None, settings)
-    now = now or datetime.now(UTC)
-    if now.tzinfo is None:
-        now = now.replace(tzinfo=UTC)
+    now = _aware(now)
     vector = list(query_vector) if query_vector is not None else embedder.embed([query])[0]
     profile = model_profile(embedder.name)
     hits = [
