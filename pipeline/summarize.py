@@ -19,6 +19,8 @@ MAX_SUMMARY_CHARS = 800
 MAX_SENTENCE_CHARS = 160
 MAX_ENTITIES = 10
 MAX_STATEMENTS = 5
+MAX_ASSISTANT_STATEMENTS = 2
+MIN_ASSISTANT_SPECIFICITY = 1.5
 MIN_INFORMATIVENESS = 1.0
 """A statement must at least be about somebody (first person) or carry a specific. Measured with the eval
 data's sessions: 1.5 (first person plus a specific or cue) covered fewer evidence turns at the same length."""
@@ -150,14 +152,9 @@ _DISCLOSURE_RE = re.compile(
 def _informativeness(sentence: str) -> float:
     """How much a user sentence tells about the user: first person, specifics (numbers, names), disclosure
     cues ("by the way, I just …", "最近…"). 0 for a sentence that says nothing about anybody in particular."""
-    score = 0.0
+    score = _specificity(sentence)
     if _FIRST_PERSON_RE.search(sentence):
         score += 1.0
-    if re.search(r"\d", sentence):
-        score += 1.5
-    names = [m.group(0) for m in _LATIN_ENTITY_RE.finditer(sentence) if m.start() > 0]
-    names = [w for w in names if w not in _EN_NOT_ENTITY]
-    score += min(2, len(names)) * 0.75
     if _DISCLOSURE_RE.search(sentence):
         score += 0.75
     if has_cjk(sentence) and len(sentence) >= 8:
@@ -165,18 +162,29 @@ def _informativeness(sentence: str) -> float:
     return score if score >= MIN_INFORMATIVENESS else 0.0
 
 
+def _specificity(sentence: str) -> float:
+    """Numbers and names: what makes an assistant's statement worth recalling ("the Ritz-Carlton", "3 km")."""
+    names = [m.group(0) for m in _LATIN_ENTITY_RE.finditer(sentence) if m.start() > 0]
+    names = [w for w in names if w not in _EN_NOT_ENTITY]
+    return (1.5 if re.search(r"\d", sentence) else 0.0) + min(2, len(names)) * 0.75
+
+
 def _statements(candidates: list[tuple[float, int, Turn, str]], asked: Turn | None) -> list[tuple[Turn, str]]:
-    """The most informative statements, one per turn first (so the summary covers more of the conversation),
-    in conversation order."""
+    return _pick(candidates, MAX_STATEMENTS, {asked.turn_id} if asked is not None else set())
+
+
+def _pick(candidates: list[tuple[float, int, Turn, str]], most: int, seen: set[str]) -> list[tuple[Turn, str]]:
+    """The `most` best candidates, one per turn first (so the summary covers more of the conversation), in
+    conversation order. `seen` are turns already quoted."""
     ranked = sorted(candidates, key=lambda c: (-c[0], c[1]))
     chosen: list[tuple[float, int, Turn, str]] = []
-    seen = {asked.turn_id} if asked is not None else set()
+    seen = set(seen)
     for cand in ranked:  # first pass: turns not yet quoted
-        if len(chosen) < MAX_STATEMENTS and cand[2].turn_id not in seen:
+        if len(chosen) < most and cand[2].turn_id not in seen:
             chosen.append(cand)
             seen.add(cand[2].turn_id)
     for cand in ranked:  # then the next best sentences of turns already quoted
-        if len(chosen) < MAX_STATEMENTS and cand not in chosen:
+        if len(chosen) < most and cand not in chosen:
             chosen.append(cand)
     return [(turn, sentence) for _, _, turn, sentence in sorted(chosen, key=lambda c: c[1])]
 
@@ -219,20 +227,40 @@ def summarize(transcript: Transcript) -> EpisodeSummary:
         picked.append(("said", turn, sentence))
 
     # The conclusion: the last assistant turn's most conclusive sentence.
+    conclusion: tuple[Turn, str] | None = None
     for turn, text in reversed(spoken):
         if turn.role is not Role.assistant:
             continue
         sentences = [s for s in split_sentences(text) if not _is_chatter(s)]
         if not sentences:
             continue
-        best = next((s for s in sentences if _CONCLUSION_RE.search(s)), sentences[0])
-        picked.append(("concluded", turn, best))
+        conclusion = (turn, next((s for s in sentences if _CONCLUSION_RE.search(s)), sentences[0]))
         break
+    # What the agent did: its most specific earlier statements (names, numbers), the ones a user asks about later.
+    did: list[tuple[float, int, Turn, str]] = []
+    for turn, text in spoken:
+        if turn.role is not Role.assistant or (conclusion is not None and turn is conclusion[0]):
+            continue
+        for sentence in split_sentences(text):
+            if _is_chatter(sentence):
+                continue
+            score = _specificity(sentence)
+            if score >= MIN_ASSISTANT_SPECIFICITY:
+                did.append((score, len(did), turn, sentence))
+    for turn, sentence in _pick(did, MAX_ASSISTANT_STATEMENTS, set()):
+        picked.append(("did", turn, sentence))
+    if conclusion is not None:
+        picked.append(("concluded", *conclusion))
 
     labels = (
-        {"ask": "用户请求：", "said": "用户提到：", "concluded": "助手结论："}
+        {"ask": "用户请求：", "said": "用户提到：", "did": "助手提到：", "concluded": "助手结论："}
         if lang == "zh"
-        else {"ask": "User asked: ", "said": "User said: ", "concluded": "Assistant concluded: "}
+        else {
+            "ask": "User asked: ",
+            "said": "User said: ",
+            "did": "Assistant said: ",
+            "concluded": "Assistant concluded: ",
+        }
     )
     parts: list[str] = []
     turn_ids: list[str] = []
@@ -240,7 +268,7 @@ def summarize(transcript: Transcript) -> EpisodeSummary:
     last = ""
     for label, turn, sentence in picked:
         # Statements in a row share one label ("User said: A | B | C"): the same content in fewer tokens.
-        piece = ("" if label == last == "said" else labels[label]) + _clip(sentence)
+        piece = ("" if label == last and label in ("said", "did") else labels[label]) + _clip(sentence)
         if length + len(piece) + 2 > MAX_SUMMARY_CHARS:
             continue
         parts.append(piece)

@@ -93,3 +93,22 @@ def test_summary_statements_in_chinese() -> None:
     assert "夜莺" in s.text
     assert "d2" in s.turn_ids
     assert "d1" not in s.turn_ids
+
+
+def test_summary_keeps_what_the_assistant_recommended_on_the_way() -> None:
+    """The agent's specific statements (names, numbers) before its conclusion are part of the episode."""
+    tr = _transcript(
+        [
+            ("user", "Can you suggest a hotel in Lisbon for my trip?"),
+            ("assistant", "I'd suggest the Memmo Alfama, it is 5 minutes from the tram and has a rooftop pool."),
+            ("user", "Sounds good."),
+            ("assistant", "Happy to help."),
+            ("user", "And a restaurant?"),
+            ("assistant", "You should try Taberna da Rua das Flores for dinner."),
+        ]
+    )
+    s = summarize(tr)
+    assert "Assistant said: I'd suggest the Memmo Alfama" in s.text
+    assert "Happy to help" not in s.text
+    assert s.text.index("Memmo") < s.text.index("Assistant concluded:")
+    assert s.turn_ids == ["d0", "d1", "d5"]
