@@ -49,17 +49,20 @@ class Hit:
 
     @classmethod
     def from_api(cls, hit: dict[str, Any]) -> Hit:
-        memory = hit["memory"]
-        meta = {k: v for k, v in memory.items() if k not in ("id", "value")}
-        meta.update({k: v for k, v in hit.items() if k not in ("memory", "score")})
-        return cls(id=uuid.UUID(memory["id"]), score=hit["score"], content=memory["value"], metadata=meta)
+        """A memory hit of /search."""
+        return cls._from(hit, "memory", "value")
 
     @classmethod
     def from_episode(cls, hit: dict[str, Any]) -> Hit:
-        episode = hit["episode"]
-        meta = {k: v for k, v in episode.items() if k not in ("id", "summary")}
-        meta.update({k: v for k, v in hit.items() if k not in ("episode", "score")})
-        return cls(id=uuid.UUID(episode["id"]), score=hit["score"], content=episode["summary"], metadata=meta)
+        """An episode hit of /episodes/search."""
+        return cls._from(hit, "episode", "summary")
+
+    @classmethod
+    def _from(cls, hit: dict[str, Any], item: str, text: str) -> Hit:
+        found = hit[item]
+        meta = {k: v for k, v in found.items() if k not in ("id", text)}
+        meta.update({k: v for k, v in hit.items() if k not in (item, "score")})
+        return cls(id=uuid.UUID(found["id"]), score=hit["score"], content=found[text], metadata=meta)
 
 
 class MemoryClient:

