@@ -30,7 +30,7 @@ from hindsight.services import memories as memory_service
 from hindsight.services import memory_ops
 from hindsight.services.context import ContextBlock, render_context
 from hindsight.services.ingest import publish_transcripts
-from hindsight.services.recall import MAX_QUERY_CHARS, MAX_TOP_K, recall, recall_episodes
+from hindsight.services.recall import MAX_QUERY_CHARS, MAX_TOP_K, recall, recall_episodes, validate_query
 from hindsight.services.sessions import SessionStore
 from pipeline.base import Embedder
 from schemas.events import (
@@ -373,18 +373,27 @@ def _routes(app: FastAPI) -> None:
         budget_tokens: Annotated[int, Query(ge=64, le=1_000_000)] = 1000,
         model: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
         top_k: Annotated[int | None, Query(ge=1, le=MAX_TOP_K)] = None,
+        episodes: Annotated[
+            bool, Query(description="Also summaries of earlier conversations, after the memories.")
+        ] = True,
     ) -> ContextBlock:
-        """The best memories for `q` as a block for the end of a system prompt, within `budget_tokens`
-        (counted with `model`'s tokenizer; default llm.model)."""
-        result = recall(
-            session,
-            namespace,
-            q,
-            embedder=_embedder(state),
-            settings=state.settings.retrieval,
-            top_k=top_k or max(state.settings.retrieval.top_k, 10),
+        """The best memories for `q` (and, unless `episodes=false`, the most relevant earlier conversations) as
+        a block for the end of a system prompt, within `budget_tokens` (counted with `model`'s tokenizer;
+        default llm.model)."""
+        embedder, retrieval = _embedder(state), state.settings.retrieval
+        vector = embedder.embed([validate_query(q)])[0]  # once, for both searches
+        k = top_k or max(retrieval.top_k, 10)
+        result = recall(session, namespace, q, embedder=embedder, settings=retrieval, top_k=k, query_vector=vector)
+        found = (
+            recall_episodes(
+                session, namespace, q, embedder=embedder, settings=retrieval, top_k=k, query_vector=vector
+            ).hits
+            if episodes
+            else None
         )
-        return render_context(result.hits, budget_tokens=budget_tokens, model=model or state.settings.llm.model)
+        return render_context(
+            result.hits, budget_tokens=budget_tokens, model=model or state.settings.llm.model, episodes=found
+        )
 
     @app.get("/v1/namespaces/{namespace}/episodes/search", response_model=EpisodeRecallResult, tags=["memories"])
     def search_episodes(

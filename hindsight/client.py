@@ -191,10 +191,17 @@ class MemoryClient:
         return [Hit.from_episode(h) for h in result["hits"]]
 
     def context(
-        self, query: str, *, budget_tokens: int = 1000, model: str | None = None, namespace: str | None = None
+        self,
+        query: str,
+        *,
+        budget_tokens: int = 1000,
+        model: str | None = None,
+        namespace: str | None = None,
+        episodes: bool = True,
     ) -> dict[str, Any]:
-        """A memory block for the end of a system prompt (`text`, `tokens`, `memory_ids`, `truncated`)."""
-        params: dict[str, Any] = {"q": query, "budget_tokens": budget_tokens}
+        """A memory block for the end of a system prompt (`text`, `tokens`, `memory_ids`, `episode_ids`,
+        `truncated`); `episodes=False` leaves out the summaries of earlier conversations."""
+        params: dict[str, Any] = {"q": query, "budget_tokens": budget_tokens, "episodes": episodes}
         if model:
             params["model"] = model
         return self._request("GET", f"/v1/namespaces/{self._ns(namespace)}/context", params=params)  # type: ignore[no-any-return]

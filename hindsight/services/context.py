@@ -19,7 +19,7 @@ from functools import lru_cache
 from pydantic import BaseModel
 
 from hindsight.errors import InvalidInput
-from schemas.recall import RecallHit
+from schemas.recall import EpisodeHit, RecallHit
 
 MIN_BUDGET_TOKENS = 64
 MAX_BUDGET_TOKENS = 1_000_000
@@ -32,12 +32,17 @@ HEADER = (
 )
 
 
+EPISODES_HEADER = "Earlier conversations with this user, most relevant first:\n"
+
+
 class ContextBlock(BaseModel):
     text: str
-    """Empty when no memory fits (or none was found): add nothing to the prompt then."""
+    """Empty when nothing fits (or nothing was found): add nothing to the prompt then."""
     tokens: int
     memory_ids: list[uuid.UUID]
     """The memories in the block, in the order shown."""
+    episode_ids: list[uuid.UUID] = []
+    """The episode summaries in the block (after the memories), in the order shown."""
     truncated: bool
     """True when some hits were left out to stay within the budget."""
 
@@ -96,18 +101,32 @@ def _line(hit: RecallHit, now: datetime | None) -> str:
     return f"- {value} [{'; '.join(notes)}]\n"
 
 
+def _episode_line(hit: EpisodeHit, now: datetime | None) -> str:
+    ep = hit.episode
+    days = hit.age_days if now is None else max(0.0, (now - ep.occurred_at).total_seconds() / 86400)
+    return f"- ({ep.occurred_at:%Y-%m-%d}, {_age(days)}) {' '.join(ep.summary.split())}\n"
+
+
 def _freshness_trust(hit: RecallHit) -> float:
     return hit.parts.recency * hit.parts.trust
 
 
 def render_context(
-    hits: list[RecallHit], *, budget_tokens: int, model: str, now: datetime | None = None
+    hits: list[RecallHit],
+    *,
+    budget_tokens: int,
+    model: str,
+    now: datetime | None = None,
+    episodes: list[EpisodeHit] | None = None,
 ) -> ContextBlock:
-    """Render the best `hits` (ranked as recall returns them) within `budget_tokens` for `model`.
+    """Render the best `hits` (ranked as recall returns them), and the best `episodes` when given, within
+    `budget_tokens` for `model`.
 
-    Memories are admitted best score first while the whole block still fits; a memory too long for what is
-    left is skipped, never cut. The admitted ones are shown freshest and most trusted first (recency x
-    trust, then score), each with its kind, age and confidence. The returned `tokens` is the count of the
+    Candidates are admitted in rank order, one memory then one episode summary and so on (episodes carry
+    most of the evidence of past events, BENCHMARKS.md), while the whole block still fits; one too long for
+    what is left is skipped, never cut. The admitted memories are shown freshest and most trusted first
+    (recency x trust, then score), each with its kind, age and confidence; the episodes follow under their own
+    heading, most relevant first, each with its date and age. The returned `tokens` is the count of the
     returned `text`, always <= budget_tokens.
     """
     if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int):
@@ -122,30 +141,53 @@ def render_context(
     if now is not None and now.tzinfo is None:  # a naive time is taken as UTC, like every stored time
         now = now.replace(tzinfo=UTC)
 
-    def render(chosen: list[RecallHit]) -> str:
-        ordered = sorted(chosen, key=lambda h: (-_freshness_trust(h), -h.score))
-        return HEADER + "".join(_line(h, now) for h in ordered) if ordered else ""
+    def ordered(chosen: list[RecallHit]) -> list[RecallHit]:
+        return sorted(chosen, key=lambda h: (-_freshness_trust(h), -h.score))
 
-    chosen: list[RecallHit] = []
+    def render(mem: list[RecallHit], eps: list[EpisodeHit]) -> str:
+        if not mem and not eps:
+            return ""
+        text = HEADER + "".join(_line(h, now) for h in ordered(mem))
+        if eps:
+            text += EPISODES_HEADER + "".join(_episode_line(e, now) for e in eps)
+        return text
+
+    candidates: list[RecallHit | EpisodeHit] = []
+    for i in range(max(len(hits), len(episodes or []))):
+        candidates += [c[i] for c in (hits, episodes or []) if i < len(c)]
+
+    mem: list[RecallHit] = []
+    eps: list[EpisodeHit] = []
     truncated = False
-    header_tokens = count_tokens(HEADER, model)
-    used = header_tokens
-    for hit in hits:
-        line_tokens = count_tokens(_line(hit, now), model)
-        if used + line_tokens > budget_tokens + 2:  # +2: joins may merge tokens; the exact check follows
+    used = count_tokens(HEADER, model)
+    for cand in candidates:
+        is_memory = isinstance(cand, RecallHit)
+        line = _line(cand, now) if is_memory else _episode_line(cand, now)  # type: ignore[arg-type]
+        extra = count_tokens(line, model) + (count_tokens(EPISODES_HEADER, model) if not is_memory and not eps else 0)
+        if used + extra > budget_tokens + 2:  # +2: joins may merge tokens; the exact check follows
             truncated = True
             continue
-        if count_tokens(render([*chosen, hit]), model) > budget_tokens:
+        trial = ([*mem, cand], eps) if is_memory else (mem, [*eps, cand])
+        if count_tokens(render(*trial), model) > budget_tokens:  # type: ignore[arg-type]
             truncated = True
             continue
-        chosen.append(hit)
-        used += line_tokens
-    text = render(chosen)
+        mem, eps = trial  # type: ignore[assignment]
+        used += extra
+    text = render(mem, eps)
     tokens = count_tokens(text, model)
-    while tokens > budget_tokens and chosen:  # defensive: never over budget, whatever the tokenizer does
-        chosen.remove(min(chosen, key=lambda h: h.score))
+    while tokens > budget_tokens and (mem or eps):  # defensive: never over budget, whatever the tokenizer does
+        if eps:
+            eps = eps[:-1]
+        else:
+            worst = min(mem, key=lambda h: h.score)
+            mem = [h for h in mem if h is not worst]
         truncated = True
-        text = render(chosen)
+        text = render(mem, eps)
         tokens = count_tokens(text, model)
-    ordered = sorted(chosen, key=lambda h: (-_freshness_trust(h), -h.score))
-    return ContextBlock(text=text, tokens=tokens, memory_ids=[h.memory.id for h in ordered], truncated=truncated)
+    return ContextBlock(
+        text=text,
+        tokens=tokens,
+        memory_ids=[h.memory.id for h in ordered(mem)],
+        episode_ids=[e.episode.id for e in eps],
+        truncated=truncated,
+    )

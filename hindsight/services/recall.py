@@ -227,6 +227,7 @@ def recall(
     min_score: float | None = None,
     now: datetime | None = None,
     record_access: bool = True,
+    query_vector: Sequence[float] | None = None,
 ) -> RecallResult:
     """The best memories of `namespace` for `query`, best first, each with its score and the parts of it.
 
@@ -235,6 +236,7 @@ def recall(
     quarantined memories are only searched when `states` names them. When `record_access` is set, each
     returned memory's access is counted (access_count, last_accessed_at): the hits show the new values at
     once, the rows get them within about a second (AccessRecorder), outside the caller's transaction.
+    `query_vector`, when given, is the query's embedding already computed.
     """
     query = validate_query(query)
     k = _validate(top_k, states, min_score, settings)
@@ -252,7 +254,7 @@ def recall(
     terms = term_weights(
         query_terms(query), freqs, floor, namespace_rows=ns_rows, seek_max_rows=settings.keyword_seek_max_rows
     )
-    vector = embedder.embed([query])[0]
+    vector = list(query_vector) if query_vector is not None else embedder.embed([query])[0]
     want = max(settings.candidates, k)
     plan = repo.vector_plan(
         namespace, want=want, exact_max_rows=settings.exact_scan_max_rows, max_ef=settings.max_ef_search

@@ -74,6 +74,10 @@ def test_working_memory_and_archiving_to_long_term(auth_api: AuthApi, alpha_ns: 
     assert "PostgreSQL" in episodes[0].content
     assert episodes[0].metadata["turn_ids"]
     assert {"occurred_at", "transcript_id", "cosine", "age_days"} <= set(episodes[0].metadata)
+    block = memory.context("我们用什么数据库？", budget_tokens=300)
+    assert block["tokens"] <= 300
+    assert block["episode_ids"] == [str(episodes[0].id)]
+    assert memory.context("我们用什么数据库？", episodes=False)["episode_ids"] == []
     with pytest.raises(NotFound):
         memory.get_working_memory("no-such-session")
     memory.close()

@@ -345,3 +345,14 @@ def test_episode_search_finds_the_conversation_by_what_was_said_in_passing(stack
     for params in ({"q": ""}, {"q": "x", "top_k": 0}, {"q": "x" * 3000}):
         bad = httpx.get(f"{stack.api_url}/v1/namespaces/{namespace}/episodes/search", params=params, timeout=10)
         assert bad.status_code == 422, (params, bad.status_code)
+
+    # The context block carries the conversation too, after the memories, within its budget.
+    ctx_url = f"{stack.api_url}/v1/namespaces/{namespace}/context"
+    block = httpx.get(ctx_url, params={"q": "Which race did I run in Kyoto?", "budget_tokens": 400}, timeout=30).json()
+    assert block["tokens"] <= 400
+    assert block["episode_ids"][0] == hits[0]["episode"]["id"]
+    assert "Kyoto" in block["text"]
+    plain = httpx.get(ctx_url, params={"q": "Which race did I run in Kyoto?", "episodes": "false"}, timeout=30).json()
+    assert plain["episode_ids"] == []
+    assert "Earlier conversations" not in plain["text"]
+    assert httpx.get(ctx_url, params={"q": "   "}, timeout=10).status_code == 422

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import uuid
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
 from hindsight.config import RetrievalSettings
 from hindsight.errors import InvalidInput
-from hindsight.services.context import MIN_BUDGET_TOKENS, count_tokens, encoding_for_model, render_context
+from hindsight.services.context import (
+    EPISODES_HEADER,
+    HEADER,
+    MIN_BUDGET_TOKENS,
+    count_tokens,
+    encoding_for_model,
+    render_context,
+)
 from hindsight.services.recall import recall
+from schemas.memories import EpisodeRead
+from schemas.recall import EpisodeHit
 
 MEMORIES = [
     ("我们的数据库是PostgreSQL 15，生产环境在阿里云上，每天凌晨三点做全量备份", 1, 0.9),
@@ -118,3 +130,59 @@ def test_token_counts_match_openai_encodings() -> None:
 def test_bad_budget_or_model_raises_invalid_input(kwargs) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(InvalidInput):
         render_context([], **kwargs)
+
+
+def _episode(summary: str, days_ago: float, score: float) -> EpisodeHit:
+    at = datetime.now(UTC) - timedelta(days=days_ago)
+    ep = EpisodeRead(
+        id=uuid.uuid4(),
+        transcript_id=uuid.uuid4(),
+        summary=summary,
+        entities=[],
+        turn_ids=["0"],
+        backend="offline/1",
+        occurred_at=at,
+        created_at=at,
+    )
+    return EpisodeHit(episode=ep, score=score, cosine=score / 2, age_days=days_ago)
+
+
+EPISODES = [
+    ("User asked: Can you suggest a packing list? | User said: I just got back from Kyoto where I ran a 10K.", 3),
+    ("用户请求：帮我推荐几本历史小说；用户提到：我最近刚读完《夜莺》；助手结论：建议试试《追风筝的人》。", 30),
+    ("User said: My sister Ana moved to Porto in May | Assistant concluded: Porto has good train links.", 200),
+]
+
+
+@pytest.mark.parametrize("model", ["gpt-4o-mini", "claude-3-5-sonnet"])
+def test_episodes_follow_the_memories_within_the_budget(hits, model) -> None:  # type: ignore[no-untyped-def]
+    episodes = [_episode(text, days, 0.9 - i * 0.1) for i, (text, days) in enumerate(EPISODES)]
+    shown = []
+    for budget in (MIN_BUDGET_TOKENS, 100, 160, 256, 400, 600, 1000, 4000):
+        block = render_context(hits, budget_tokens=budget, model=model, episodes=episodes)
+        assert block.tokens == count_tokens(block.text, model) <= budget
+        assert len(block.memory_ids) + len(block.episode_ids) == block.text.count("\n- ")
+        assert block.truncated == (len(block.memory_ids) + len(block.episode_ids) < len(hits) + len(episodes))
+        assert (EPISODES_HEADER in block.text) == bool(block.episode_ids)
+        if block.episode_ids and block.memory_ids:  # memories first, then the conversations
+            assert block.text.index(EPISODES_HEADER) > block.text.index(hits[0].memory.value[:10])
+        shown.append(len(block.memory_ids) + len(block.episode_ids))
+    assert shown == sorted(shown)
+    full = render_context(hits, budget_tokens=4000, model=model, episodes=episodes)
+    assert full.episode_ids == [e.episode.id for e in episodes]  # most relevant first
+    assert "3 days ago" in full.text
+    assert "Kyoto" in full.text
+    assert "夜莺" in full.text
+    # Admitted one memory, one episode, ...: a budget for about two items holds the best of each.
+    small = render_context(hits, budget_tokens=160, model=model, episodes=episodes)
+    assert hits[0].memory.id in small.memory_ids
+    assert small.episode_ids[:1] == [episodes[0].episode.id]
+
+
+def test_episodes_alone_make_a_block() -> None:
+    episodes = [_episode(EPISODES[0][0], 1, 0.8)]
+    block = render_context([], budget_tokens=200, model="gpt-4o-mini", episodes=episodes)
+    assert block.memory_ids == []
+    assert block.episode_ids == [episodes[0].episode.id]
+    assert block.text.startswith(HEADER)
+    assert "Kyoto" in block.text
