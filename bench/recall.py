@@ -576,11 +576,14 @@ def measure_episodes(
                     vec /= np.linalg.norm(vec)
                     at = now - timedelta(days=rng.random() * 365)
                     summary_text = f"User said: {base_text[a]} | {base_text[b]} | Assistant concluded: {base_text[c]}"
-                    cp.write_row((uuid.uuid4(), "bench-ep", tid, summary_text, Jsonb([]), Jsonb(["0"]), vec, "bench", at, at))
+                    cp.write_row(
+                        (uuid.uuid4(), "bench-ep", tid, summary_text, Jsonb([]), Jsonb(["0"]), vec, "bench", at, at)
+                    )
                     if i % 1000 == 999:
                         progress.update(task, advance=1000)
             progress.update(task, completed=n)
             conn.execute("VACUUM ANALYZE episodes")
+
         def search(q: str, v: list[float]) -> Any:
             with Session(engine) as s:
                 return recall_episodes(s, "bench-ep", q, embedder=fixed, settings=settings, top_k=5, query_vector=v)

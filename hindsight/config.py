@@ -50,6 +50,8 @@ class RetrievalSettings(BaseModel):
     """Rows each of the vector and the keyword side contribute before fusion (at least top_k)."""
     exact_scan_max_rows: int = Field(5000, ge=0)
     """Namespaces up to this many memories are scanned exactly (no HNSW); bigger ones use the index."""
+    episode_exact_scan_max_rows: int = Field(500, ge=0)
+    """The same for episode search: an exact scan costs ~11 ms per 1,000 episodes (512-dim), the index ~2 ms."""
     keyword_seek_max_rows: int = Field(2000, ge=10)
     """Query terms expected in more of the namespace's memories than this still score candidates but do
     not look for them (ranking every memory that contains a common word is the slow part of full text)."""

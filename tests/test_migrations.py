@@ -35,6 +35,10 @@ def test_upgrade_downgrade_upgrade(services) -> None:
         assert "USING hnsw" in indexes["ix_memories_embedding_hnsw"]
         assert "vector_cosine_ops" in indexes["ix_memories_embedding_hnsw"]
         assert "USING gin" in indexes["ix_memories_content_tsv"]
+        episode_indexes = dict(
+            conn.execute(sa.text("SELECT indexname, indexdef FROM pg_indexes WHERE tablename='episodes'")).all()
+        )
+        assert "USING hnsw" in episode_indexes["ix_episodes_embedding_hnsw"]
         dim = conn.execute(
             sa.text(
                 "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "

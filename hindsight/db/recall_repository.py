@@ -124,6 +124,22 @@ def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
+def choose_plan(
+    ns_rows: int, total: int, *, want: int, exact_max_rows: int, max_ef: int, iterative: bool
+) -> VectorPlan:
+    """How to find the `want` nearest rows of a namespace holding `ns_rows` of a table's `total` rows."""
+    if ns_rows <= exact_max_rows:
+        return VectorPlan("exact")
+    if iterative:
+        return VectorPlan("iterative", ef_search=max(40, want))
+    share = ns_rows / max(total, 1)
+    # Rows of this namespace expected among `ef` index results: ef * share. Ask for twice `want`.
+    ef = max(40, want, math.ceil(2 * want / share))
+    if ef > max_ef:
+        return VectorPlan("exact")
+    return VectorPlan("hnsw", ef_search=ef)
+
+
 @dataclass
 class RecallRepository:
     session: Session
@@ -184,16 +200,73 @@ class RecallRepository:
 
     def vector_plan(self, namespace: str, *, want: int, exact_max_rows: int, max_ef: int) -> VectorPlan:
         ns_rows, total = self.sizes(namespace)
-        if ns_rows <= exact_max_rows:
-            return VectorPlan("exact")
-        if self.pgvector_version() >= (0, 8):
-            return VectorPlan("iterative", ef_search=max(40, want))
-        share = ns_rows / max(total, 1)
-        # Rows of this namespace expected among `ef` index results: ef * share. Ask for twice `want`.
-        ef = max(40, want, math.ceil(2 * want / share))
-        if ef > max_ef:
-            return VectorPlan("exact")
-        return VectorPlan("hnsw", ef_search=ef)
+        return choose_plan(
+            ns_rows, total, want=want, exact_max_rows=exact_max_rows, max_ef=max_ef, iterative=self._iterative()
+        )
+
+    def _iterative(self) -> bool:
+        return self.pgvector_version() >= (0, 8)
+
+    # --- episodes ------------------------------------------------------------------------------------------
+
+    def episode_sizes(self, namespace: str) -> tuple[int, int]:
+        """(episodes in the namespace, episodes in the table), cached for a minute."""
+        key = (self._db_key(), "episodes", namespace)
+        cached = _sizes.get(key)
+        if cached is None:
+            ns_rows = self.session.execute(
+                text("SELECT count(*) FROM episodes WHERE namespace = :ns"), {"ns": namespace}
+            ).scalar_one()
+            total = self.session.execute(
+                text("SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'episodes'::regclass")
+            ).scalar_one()
+            cached = (int(ns_rows), max(int(total), int(ns_rows)))
+            _sizes.put(key, cached)
+        return cached
+
+    def nearest_episodes(
+        self, namespace: str, embedding: Sequence[float], *, limit: int, exact_max_rows: int, max_ef: int
+    ) -> list[dict[str, Any]]:
+        """The `limit` episodes of `namespace` nearest to `embedding` (EpisodeRead columns and `cosine`), by
+        the same namespace-aware plan as memories (ix_episodes_embedding_hnsw)."""
+        ns_rows, total = self.episode_sizes(namespace)
+        plan = choose_plan(
+            ns_rows, total, want=limit, exact_max_rows=exact_max_rows, max_ef=max_ef, iterative=self._iterative()
+        )
+        cols = "id, transcript_id, summary, entities, turn_ids, backend, occurred_at, created_at"
+        params = {"ns": namespace, "qv": _vec(embedding), "n": limit, "ef": plan.ef_search}
+        if plan.mode == "exact":
+            sql = f"""
+                SELECT {cols}, 1 - (embedding <=> CAST(:qv AS vector)) AS cosine FROM episodes
+                WHERE namespace = :ns AND embedding IS NOT NULL
+                ORDER BY (embedding <=> CAST(:qv AS vector)) + 0, occurred_at DESC
+                LIMIT :n"""
+        else:
+            self._set_search(plan)
+            if plan.mode == "iterative":
+                sql = f"""
+                    SELECT {cols}, 1 - (embedding <=> CAST(:qv AS vector)) AS cosine FROM episodes
+                    WHERE namespace = :ns
+                    ORDER BY embedding <=> CAST(:qv AS vector)
+                    LIMIT :n"""
+            else:
+                sql = f"""
+                    SELECT {cols}, 1 - d AS cosine FROM (
+                        SELECT {cols}, namespace, embedding <=> CAST(:qv AS vector) AS d FROM episodes
+                        ORDER BY embedding <=> CAST(:qv AS vector)
+                        LIMIT :ef
+                    ) s
+                    WHERE namespace = :ns
+                    ORDER BY d
+                    LIMIT :n"""
+        return [dict(r) for r in self.session.execute(text(sql), params).mappings()]
+
+    def _set_search(self, plan: VectorPlan) -> None:
+        """The GUCs an index plan needs, for this transaction only."""
+        if plan.ef_search > 40 or plan.mode == "iterative":  # 40 is pgvector's default: save the round trip
+            self.session.execute(text("SELECT set_config('hnsw.ef_search', :ef, true)"), {"ef": str(plan.ef_search)})
+        if plan.mode == "iterative":
+            self.session.execute(text("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"))
 
     # --- the hybrid candidates -----------------------------------------------------------------------------
 
@@ -277,10 +350,8 @@ class RecallRepository:
                 WHERE namespace = :ns AND state = ANY(:states)
                 ORDER BY (embedding <=> CAST(:qv AS vector)) + 0
                 LIMIT :n"""
-        if plan.ef_search > 40 or plan.mode == "iterative":  # 40 is pgvector's default: save the round trip
-            self.session.execute(text("SELECT set_config('hnsw.ef_search', :ef, true)"), {"ef": str(plan.ef_search)})
+        self._set_search(plan)
         if plan.mode == "iterative":
-            self.session.execute(text("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"))
             return """
                 SELECT id FROM (
                     SELECT id, embedding <=> CAST(:qv AS vector) AS d FROM memories

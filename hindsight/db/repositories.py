@@ -133,18 +133,6 @@ class EpisodeRepository:
             ).scalars()
         )
 
-    def nearest(self, namespace: str, vector: Sequence[float], limit: int) -> list[tuple[EpisodeRow, float]]:
-        """The `limit` episodes of `namespace` nearest to `vector`, with their cosine: an exact scan of the
-        namespace's episodes (one per conversation, so far fewer than its memories; no ANN filtering trap)."""
-        dist = EpisodeRow.embedding.cosine_distance(list(vector)) + literal(0.0, Float)
-        rows = self.session.execute(
-            select(EpisodeRow, (1 - dist).label("cosine"))
-            .where(EpisodeRow.namespace == namespace, EpisodeRow.embedding.is_not(None))
-            .order_by(dist, EpisodeRow.occurred_at.desc())
-            .limit(limit)
-        ).all()
-        return [(r, float(c)) for r, c in rows]
-
     def list(self, namespace: str, limit: int, offset: int) -> list[EpisodeRow]:
         return list(
             self.session.execute(

@@ -45,7 +45,6 @@ from sqlalchemy.orm import Session
 
 from hindsight.config import DEFAULT_MODEL_PROFILES, ModelProfile, RetrievalSettings, get_settings
 from hindsight.db.recall_repository import Candidate, RecallRepository
-from hindsight.db.repositories import EpisodeRepository
 from hindsight.errors import InvalidInput
 from hindsight.textsearch import query_terms, tsquery_term
 from pipeline.base import Embedder
@@ -313,13 +312,16 @@ def recall_episodes(
     now = _aware(now)
     vector = list(query_vector) if query_vector is not None else embedder.embed([query])[0]
     profile = model_profile(embedder.name)
+    rows = RecallRepository(session).nearest_episodes(  # type: ignore[arg-type]
+        namespace, vector, limit=k, exact_max_rows=settings.episode_exact_scan_max_rows, max_ef=settings.max_ef_search
+    )
     hits = [
         EpisodeHit(
             episode=EpisodeRead.model_validate(row),
-            score=round(vector_part(cosine, profile), 4),
-            cosine=round(cosine, 4),
-            age_days=round(max(0.0, (now - row.occurred_at).total_seconds() / 86400.0), 3),
+            score=round(vector_part(float(row["cosine"]), profile), 4),
+            cosine=round(float(row["cosine"]), 4),
+            age_days=round(max(0.0, (now - row["occurred_at"]).total_seconds() / 86400.0), 3),
         )
-        for row, cosine in EpisodeRepository(session).nearest(namespace, vector, k)  # type: ignore[arg-type]
+        for row in rows
     ]
     return EpisodeRecallResult(query=query, hits=hits)

@@ -1,0 +1,107 @@
+"""Episode search on real PostgreSQL + pgvector: the same namespace-aware plan as memories (exact scan for a
+small namespace, HNSW over-fetch for a big one), and the same answers either way."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from hindsight.config import RetrievalSettings
+from hindsight.db.models import EpisodeRow, TranscriptRow
+from hindsight.db.recall_repository import RecallRepository, choose_plan, clear_caches
+from hindsight.errors import InvalidInput
+from hindsight.services.recall import recall_episodes
+
+SUMMARIES = [
+    "User said: I just got back from Kyoto where I ran a 10K race on Sunday.",
+    "用户提到：我最近在学做蛋糕，上周烤了一个抹茶蛋糕。",
+    "User asked: how do I rotate Nginx logs? | Assistant concluded: use logrotate daily with compress.",
+    "User said: My sister Ana moved to Porto in May and works as a nurse there.",
+    "用户请求：推荐几本历史小说；用户提到：我刚读完《夜莺》。",
+    "User said: We deploy the billing service on Kubernetes every Friday afternoon.",
+]
+
+
+@pytest.fixture
+def episodes(engine: sa.Engine, namespace: str, embedder) -> list[uuid.UUID]:  # type: ignore[no-untyped-def]
+    """The summaries as episodes of `namespace`, plus as many of another namespace (the table is shared)."""
+    ids = []
+    now = datetime.now(UTC)
+    with engine.begin() as conn:
+        for ns in (namespace, f"{namespace}-other"):
+            for i, (text, vec) in enumerate(zip(SUMMARIES, embedder.embed(SUMMARIES), strict=True)):
+                tid, eid = uuid.uuid4(), uuid.uuid4()
+                conn.execute(
+                    sa.insert(TranscriptRow).values(
+                        id=tid,
+                        namespace=ns,
+                        conversation_id=f"c{i}",
+                        idempotency_key=uuid.uuid4().hex,
+                        event_type="conversation_end",
+                        turns=[],
+                        occurred_at=now - timedelta(days=i),
+                        state="done",
+                        attempts=1,
+                        attempt_log=[],
+                        redactions=[],
+                        updated_at=now,
+                    )
+                )
+                conn.execute(
+                    sa.insert(EpisodeRow).values(
+                        id=eid,
+                        namespace=ns,
+                        transcript_id=tid,
+                        summary=text,
+                        entities=[],
+                        turn_ids=["0"],
+                        embedding=vec,
+                        backend="test",
+                        occurred_at=now - timedelta(days=i),
+                    )
+                )
+                if ns == namespace:
+                    ids.append(eid)
+        conn.execute(sa.text("ANALYZE episodes"))
+    return ids
+
+
+@pytest.mark.parametrize("exact_max", [10_000, 0], ids=["exact-scan", "hnsw"])
+def test_the_nearest_episodes_whatever_the_plan(session_factory, namespace, embedder, episodes, exact_max) -> None:  # type: ignore[no-untyped-def]
+    settings = RetrievalSettings(episode_exact_scan_max_rows=exact_max)
+    clear_caches()
+    with session_factory() as s:
+        result = recall_episodes(s, namespace, "Which race did I run in Kyoto?", embedder=embedder, settings=settings)
+        zh = recall_episodes(s, namespace, "我做过什么蛋糕？", embedder=embedder, settings=settings, top_k=2)
+    assert result.hits[0].episode.id == episodes[0]
+    assert {h.episode.id for h in result.hits} <= set(episodes)  # never another namespace's
+    assert len(result.hits) == settings.top_k
+    scores = [h.cosine for h in result.hits]
+    assert scores == sorted(scores, reverse=True)
+    assert zh.hits[0].episode.id == episodes[1]
+    assert len(zh.hits) == 2
+    assert result.hits[0].age_days == pytest.approx(0, abs=0.01)
+
+
+def test_episode_sizes_and_the_index(session_factory, namespace, episodes) -> None:  # type: ignore[no-untyped-def]
+    with session_factory() as s:
+        repo = RecallRepository(s)
+        ns_rows, total = repo.episode_sizes(namespace)
+        assert ns_rows == len(SUMMARIES)
+        assert total >= 2 * len(SUMMARIES)  # the whole table (other tests' episodes too)
+        # What the "hnsw" case above runs: the index over-fetches, since the namespace is a share of the table.
+        plan = choose_plan(ns_rows, total, want=5, exact_max_rows=0, max_ef=1000, iterative=False)
+        assert plan.mode == "hnsw"
+        assert plan.ef_search >= 40
+        indexes = s.execute(sa.text("SELECT indexdef FROM pg_indexes WHERE tablename = 'episodes'")).scalars().all()
+    assert any("USING hnsw" in d and "vector_cosine_ops" in d for d in indexes)
+
+
+def test_bad_episode_queries_raise_invalid_input(session_factory, namespace, embedder) -> None:  # type: ignore[no-untyped-def]
+    with session_factory() as s:
+        for query, top_k in (("", None), ("   ", None), ("x" * 2001, None), ("x", 0), ("x", 101)):
+            with pytest.raises(InvalidInput):
+                recall_episodes(s, namespace, query, embedder=embedder, settings=RetrievalSettings(), top_k=top_k)
