@@ -22,26 +22,27 @@ from hindsight.config import Settings, get_settings
 TASK_MODULES = ["workers.tasks", "workers.signals"]
 
 
-def create_app(settings: Settings) -> Celery:
-    broker = resolve_redis_url(settings)
-    app = Celery("hindsight", broker=broker, include=TASK_MODULES)
-    app.conf.update(
-        task_default_queue="hindsight",
-        task_acks_late=True,
-        task_reject_on_worker_lost=True,
-        task_acks_on_failure_or_timeout=True,
-        task_ignore_result=True,
-        task_serializer="json",
-        accept_content=["json"],
-        worker_prefetch_multiplier=1,
-        worker_proc_alive_timeout=settings.worker.process_start_timeout_seconds,
-        worker_hijack_root_logger=False,
-        worker_redirect_stdouts=False,
-        worker_cancel_long_running_tasks_on_connection_loss=True,
-        broker_connection_retry_on_startup=True,
-        broker_connection_max_retries=None,
-        broker_transport_options={"visibility_timeout": settings.worker.visibility_timeout_seconds},
-        beat_schedule={
+def celery_config(settings: Settings) -> dict[str, object]:
+    """Celery's configuration from hindsight's settings (the broker is resolved here: the embedded Redis is
+    started if none is configured)."""
+    return {
+        "broker_url": resolve_redis_url(settings),
+        "task_default_queue": "hindsight",
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "task_acks_on_failure_or_timeout": True,
+        "task_ignore_result": True,
+        "task_serializer": "json",
+        "accept_content": ["json"],
+        "worker_prefetch_multiplier": 1,
+        "worker_proc_alive_timeout": settings.worker.process_start_timeout_seconds,
+        "worker_hijack_root_logger": False,
+        "worker_redirect_stdouts": False,
+        "worker_cancel_long_running_tasks_on_connection_loss": True,
+        "broker_connection_retry_on_startup": True,
+        "broker_connection_max_retries": None,
+        "broker_transport_options": {"visibility_timeout": settings.worker.visibility_timeout_seconds},
+        "beat_schedule": {
             "lifecycle": {"task": "lifecycle.run", "schedule": settings.beat.lifecycle_interval_seconds},
             "sweep": {"task": "transcripts.sweep", "schedule": settings.beat.sweep_interval_seconds},
             "idle-sessions": {
@@ -49,15 +50,25 @@ def create_app(settings: Settings) -> Celery:
                 "schedule": settings.beat.idle_sessions_interval_seconds,
             },
         },
-        timezone="UTC",
-        enable_utc=True,
-    )
+        "timezone": "UTC",
+        "enable_utc": True,
+    }
+
+
+def create_app(settings: Settings) -> Celery:
+    """An app for these settings, configured now (senders with settings of their own: the stack, tests)."""
+    app = Celery("hindsight", include=TASK_MODULES)
+    app.conf.update(celery_config(settings))
     return app
 
 
 @lru_cache(maxsize=1)
 def get_app() -> Celery:
-    return create_app(get_settings())
+    """The process's app. Its configuration (and so the broker) is resolved from get_settings() when it is
+    first needed, not at import: importing this module starts nothing."""
+    app = Celery("hindsight", include=TASK_MODULES)
+    app.add_defaults(lambda: celery_config(get_settings()))
+    return app
 
 
 app = get_app()
