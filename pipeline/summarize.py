@@ -169,23 +169,21 @@ def _specificity(sentence: str) -> float:
     return (1.5 if re.search(r"\d", sentence) else 0.0) + min(2, len(names)) * 0.75
 
 
-def _statements(candidates: list[tuple[float, int, Turn, str]], asked: Turn | None) -> list[tuple[Turn, str]]:
-    return _pick(candidates, MAX_STATEMENTS, {asked.turn_id} if asked is not None else set())
-
-
 def _pick(candidates: list[tuple[float, int, Turn, str]], most: int, seen: set[str]) -> list[tuple[Turn, str]]:
     """The `most` best candidates, one per turn first (so the summary covers more of the conversation), in
     conversation order. `seen` are turns already quoted."""
     ranked = sorted(candidates, key=lambda c: (-c[0], c[1]))
     chosen: list[tuple[float, int, Turn, str]] = []
-    seen = set(seen)
+    seen, taken = set(seen), set()  # turn ids quoted, candidate positions taken
     for cand in ranked:  # first pass: turns not yet quoted
         if len(chosen) < most and cand[2].turn_id not in seen:
             chosen.append(cand)
             seen.add(cand[2].turn_id)
+            taken.add(cand[1])
     for cand in ranked:  # then the next best sentences of turns already quoted
-        if len(chosen) < most and cand not in chosen:
+        if len(chosen) < most and cand[1] not in taken:
             chosen.append(cand)
+            taken.add(cand[1])
     return [(turn, sentence) for _, _, turn, sentence in sorted(chosen, key=lambda c: c[1])]
 
 
@@ -223,7 +221,7 @@ def summarize(transcript: Transcript) -> EpisodeSummary:
                 candidates.append((score, len(candidates), turn, sentence))
     if asked is not None:
         picked.append(("ask", *asked))
-    for turn, sentence in _statements(candidates, asked[0] if asked else None):
+    for turn, sentence in _pick(candidates, MAX_STATEMENTS, {asked[0].turn_id} if asked else set()):
         picked.append(("said", turn, sentence))
 
     # The conclusion: the last assistant turn's most conclusive sentence.

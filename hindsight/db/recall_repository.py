@@ -161,17 +161,22 @@ class RecallRepository:
 
     def sizes(self, namespace: str) -> tuple[int, int]:
         """(memories in the namespace, memories in the table), cached for a minute."""
-        key = (self._db_key(), namespace)
+        return self._sizes_of("memories", namespace)
+
+    def _sizes_of(self, table: str, namespace: str) -> tuple[int, int]:
+        """(rows of `namespace` in `table`, rows in `table`), cached for a minute. `table` is ours, never input."""
+        assert table in ("memories", "episodes")
+        key = (self._db_key(), table, namespace)
         cached = _sizes.get(key)
         if cached is None:
             ns_rows = self.session.execute(
-                text("SELECT count(*) FROM memories WHERE namespace = :ns"), {"ns": namespace}
+                text(f"SELECT count(*) FROM {table} WHERE namespace = :ns"), {"ns": namespace}
             ).scalar_one()
             total = self.session.execute(
-                text("SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'memories'::regclass")
+                text(f"SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = '{table}'::regclass")
             ).scalar_one()
             if total < ns_rows:  # never analysed, or grown since: count for real (small tables only get here)
-                total = self.session.execute(text("SELECT count(*) FROM memories")).scalar_one()
+                total = self.session.execute(text(f"SELECT count(*) FROM {table}")).scalar_one()
             cached = (int(ns_rows), max(int(total), int(ns_rows)))
             _sizes.put(key, cached)
         return cached
@@ -211,18 +216,7 @@ class RecallRepository:
 
     def episode_sizes(self, namespace: str) -> tuple[int, int]:
         """(episodes in the namespace, episodes in the table), cached for a minute."""
-        key = (self._db_key(), "episodes", namespace)
-        cached = _sizes.get(key)
-        if cached is None:
-            ns_rows = self.session.execute(
-                text("SELECT count(*) FROM episodes WHERE namespace = :ns"), {"ns": namespace}
-            ).scalar_one()
-            total = self.session.execute(
-                text("SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'episodes'::regclass")
-            ).scalar_one()
-            cached = (int(ns_rows), max(int(total), int(ns_rows)))
-            _sizes.put(key, cached)
-        return cached
+        return self._sizes_of("episodes", namespace)
 
     def nearest_episodes(
         self, namespace: str, embedding: Sequence[float], *, limit: int, exact_max_rows: int, max_ef: int
