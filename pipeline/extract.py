@@ -81,6 +81,9 @@ class _Context:
     persons: dict[str, Subject] = field(default_factory=dict)
     last_person: Subject | None = None
     drafts: list[_Draft] = field(default_factory=list)
+    speaker: str | None = None
+    """In a conversation between several named people, the one speaking now: "I" is that person."""
+    participants: frozenset[str] = frozenset()
 
 
 # --- small helpers ---------------------------------------------------------------------------------------
@@ -91,9 +94,14 @@ def _slug(text: str) -> str:
     return s[:32] or "x"
 
 
+_ANNOTATION_RE = re.compile(r"\s*\[(?!REDACTED:)[^\[\]\n]{1,300}\](?!\()")
+"""A bracketed stage direction ("[shares a photo: …]", "[laughs]", "[image]"): not something the speaker
+said. Redaction markers and markdown links stay."""
+
+
 def _clean_turn(text: str) -> str:
     # Ingest redacts already; redacting again costs little and keeps values safe for direct callers.
-    return normalize(redact_secrets(strip_code(text)).text)
+    return normalize(_ANNOTATION_RE.sub("", redact_secrets(strip_code(text)).text))
 
 
 def _strip_discourse(clause: str) -> str:
@@ -446,7 +454,7 @@ _EN_PRONOUNS: list[tuple[str, str]] = [
     (r"\b[Ww]e've\b", "the user's team has"),
     (r"\b[Ww]e\b", "the user's team"),
     (r"\b[Oo]ur\b", "the user's"),
-    (r"\bus\b", "the user's team"),
+    (r"\bus\b", "\x02"),  # an object: becomes "the user's team" after the verbs are conjugated
 ]
 _EN_AGREE = {
     "do": "does",
@@ -463,7 +471,9 @@ _NO_S_WORDS = (
     "didn't hasn't needs just also only really always usually never often still mostly pretty got went "
     "made took saw came gave found said felt knew thought bought left ran began became kept held brought "
     "wrote sat stood lost paid met sent built spent taught caught won told put read set let cut quit "
-    "grew drove flew ate drank"
+    "grew drove flew ate drank "
+    # not verbs at all: "the user's team and …", "User to …"
+    "and or but nor to who that which with in on at for from of as so then too if when all both"
 )
 _EN_NO_S = frozenset(_NO_S_WORDS.split())
 
@@ -496,7 +506,7 @@ def _rewrite_en(text: str, subject: Subject) -> str:
         r"\b(User|the user's team) (" + _EN_ADVERB + r")([a-z']+)\b",
         lambda m: f"{m.group(1)} {m.group(2)}{_third_person_verb(m.group(3))}",
         out,
-    )
+    ).replace("\x02", "the user's team")
     if not subject.is_user and subject.name:
         out = re.sub(r"^(?:she|he)\b", subject.name, out, flags=re.I)
     if subject.is_user and not re.search(r"\b[Uu]ser\b|\bthe user\b", out):
@@ -598,6 +608,8 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
             continue
         if _is_request(clause) and not (explicit or _is_standing(clause)):
             continue
+        if ctx.speaker is not None and _addresses_other(clause, ctx):
+            continue
         attr = _match_attribute(clause)
         if attr is None and (_is_mood(clause) or lx.ZH_PLAN.search(clause) or lx.EN_PLAN.search(clause)):
             continue
@@ -662,6 +674,27 @@ def _name_fact(sentence: str, turn: Turn, lang: Lang, ctx: _Context, conf: float
     _add(ctx, "user.name", MemoryKind.profile, f"User's name is {m.group(1)}", turn, conf, USER, "en")
 
 
+_SECOND_PERSON_RE = re.compile(r"\byou(?:r|rs|rself|'re|'ve|'ll|'d)?\b|你|您", re.I)
+_FIRST_PERSON_RE = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|my|me|mine|myself|we|we're|our|us)\b|我|俺", re.I)
+
+
+def _addresses_other(clause: str, ctx: _Context) -> bool:
+    """Between several people, a clause about "you" and not the speaker ("sounds like you're doing great
+    work"), or a bare name ("Wow, Caroline, …"), is said to someone; it tells nothing about the speaker."""
+    if clause.strip(" ,!.") in ctx.participants:
+        return True
+    return bool(_SECOND_PERSON_RE.search(clause)) and not _FIRST_PERSON_RE.search(clause)
+
+
+def _as_speaker(value: str, name: str, lang: Lang) -> str:
+    """A value rewritten for "the user" names the person who said it instead."""
+    if lang == "zh" or has_cjk(value):
+        return value.replace("用户团队", f"{name}他们").replace("用户", name)
+    value = re.sub(r"\b[Tt]he user's team\b", f"{name}'s group", value)
+    value = re.sub(r"\b[Tt]he user's\b|\bUser's\b", f"{name}'s", value)
+    return re.sub(r"\b[Tt]he user\b|\bUser\b", name, value)
+
+
 def _add(
     ctx: _Context,
     key: str,
@@ -675,6 +708,10 @@ def _add(
     negated: bool | None = None,
 ) -> None:
     value = _scrub_secrets(_rewrite(text, subject, lang), lang)
+    if ctx.speaker is not None and subject.is_user:
+        subject = Subject("person", ctx.speaker)
+        key = subject.key_prefix() + key.removeprefix("user")
+        value = _as_speaker(value, ctx.speaker, lang)
     if not subject.is_user and subject.name and subject.name not in value:
         # A clause that continues about a named person must still say who it is about.
         value = f"{subject.name}{'' if lang == 'zh' else ': '}{value}"
@@ -803,9 +840,15 @@ def _merge_drafts(drafts: list[_Draft]) -> list[CandidateFact]:
     return facts
 
 
+def speakers(transcript: Transcript) -> frozenset[str]:
+    """The names of the people speaking as users, when there are several (a group conversation); else none."""
+    names = frozenset(t.name.strip() for t in transcript.turns if t.role is Role.user and t.name and t.name.strip())
+    return names if len(names) >= 2 else frozenset()
+
+
 def extract_facts(transcript: Transcript) -> list[CandidateFact]:
     """Stable facts of one transcript, attributed to who they are about, secrets never included."""
-    ctx = _Context()
+    ctx = _Context(participants=speakers(transcript))
     last_assistant: Turn | None = None
     for turn in transcript.turns:
         if turn.role is Role.assistant:
@@ -818,6 +861,7 @@ def extract_facts(transcript: Transcript) -> list[CandidateFact]:
         text = _clean_turn(turn.content)
         if not text:
             continue
+        ctx.speaker = turn.name.strip() if ctx.participants and turn.name else None
         if last_assistant is not None and reply_kind(text) == "confirm":
             _lift_confirmed_claims(last_assistant, turn, ctx)
         last_assistant = None

@@ -233,10 +233,12 @@ ATTRIBUTES: list[Attribute] = [
         # Tools and products the user works with, when no specific attribute above named them.
         "tools.*",
         K.preference,
-        _zh(r"(?:改用|换成|换到|迁移到|迁到|转到|在用|使用|用的是|一直用)"),
+        _zh(r"(?:改用|换成|换到|迁移到|迁到|转到|在用|使用|用的是|一直用)|供应商|服务商|由.{1,12}(?:负责|运维|托管)"),
         _en(
             r"\b(?:i|we) (?:\w+ )?(?:use|uses|used|using|switched|moved|migrated|rely on|work with|adopted)\b"
             r"|\bswitched (?:from|to)\b|\bmigrated (?:from|to)\b"
+            # who provides a service to the user ("our IT desk is run by …")
+            r"|\b(?:is|are) (?:run|managed|handled|hosted|provided|maintained) by\b|\bprovider\b|\bvendor\b"
         ),
     ),
     Attribute("decision", K.decision, _zh(r"决定|定下来|定了"), _en(r"\bdecided\b|\bsticking with\b|\bgoing with\b")),
@@ -253,7 +255,12 @@ ATTRIBUTES: list[Attribute] = [
         "preference.*",
         K.preference,
         _zh(r"喜欢|爱吃|爱看|讨厌|偏好|偏爱|受不了|最爱|不想|希望|想用|习惯用|首选"),
-        _en(r"\bprefer|\blike\b|\blove\b|\bhate\b|\benjoy|can't stand|favou?rite|\bwant\b|\bdon't want\b"),
+        # like/love/hate/enjoy/want only with a first-person subject: "I really love X" is a preference,
+        # "unconditional love is so important" and "love the colors!" are not.
+        _en(
+            r"\bprefer|can't stand|favou?rite|\b(?:I|we|I'd|we'd)\b(?:\s+[\w']+){0,3}?\s+"
+            r"(?:like|love|hate|enjoy|enjoyed|loved|want|wanna)\b"
+        ),
     ),
     Attribute(
         "habit.*",

@@ -11,6 +11,7 @@ import re
 from collections import Counter
 
 from pipeline import extract_lexicon as lx
+from pipeline.extract import speakers
 from pipeline.secrets import MARKER_RE, redact_secrets
 from pipeline.text import detect_lang, has_cjk, normalize, split_sentences, strip_code
 from schemas.pipeline import EpisodeSummary, Role, Transcript, Turn
@@ -260,17 +261,23 @@ def summarize(transcript: Transcript) -> EpisodeSummary:
             "concluded": "Assistant concluded: ",
         }
     )
+    group = speakers(transcript)
     parts: list[str] = []
     turn_ids: list[str] = []
     length = 0
     last = ""
     for label, turn, sentence in picked:
+        # Between several people each statement names its speaker, as a script does ("Caroline: …").
+        who = turn.name.strip() if group and turn.role is Role.user and turn.name else None
+        shown = label if who is None else f"said:{who}"
+        head = labels[label] if who is None else who + ("：" if lang == "zh" else ": ")
         # Statements in a row share one label ("User said: A | B | C"): the same content in fewer tokens.
-        piece = ("" if label == last and label in ("said", "did") else labels[label]) + _clip(sentence)
+        same = shown == last and (who is not None or label in ("said", "did"))
+        piece = ("" if same else head) + _clip(sentence)
         if length + len(piece) + 2 > MAX_SUMMARY_CHARS:
             continue
         parts.append(piece)
-        last = label
+        last = shown
         length += len(piece) + 2
         if turn.turn_id not in turn_ids:
             turn_ids.append(turn.turn_id)

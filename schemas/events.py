@@ -26,7 +26,8 @@ class TurnIn(BaseModel):
     role: Role
     content: str = Field(min_length=1, max_length=200_000)
     name: str | None = Field(default=None, max_length=128)
-    """Tool name for tool turns (web_fetch, file_read, email, search, ...)."""
+    """Tool name for tool turns (web_fetch, file_read, email, search, ...); on user turns, the speaker's name.
+    When user turns carry two or more different names, each speaker's statements are about that person."""
     turn_id: str | None = Field(default=None, max_length=128)
     """Caller's turn id (kept as provenance); defaults to the turn's position."""
 

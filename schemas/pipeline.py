@@ -59,7 +59,7 @@ class Turn(BaseModel):
     role: Role
     content: str
     name: str | None = None
-    """Tool name for tool turns (web_fetch, file_read, email, search, ...)."""
+    """Tool name for tool turns (web_fetch, file_read, email, search, ...); on user turns, the speaker's name."""
 
 
 class Transcript(BaseModel):

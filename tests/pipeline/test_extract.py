@@ -208,3 +208,68 @@ def test_payment_and_hosting_providers_are_stack_facts() -> None:
     [pay] = _find(facts, "Mollie")
     [host] = _find(facts, "腾讯云")
     assert pay.key == host.key == "user.stack"
+
+
+def test_group_conversation_attributes_each_statement_to_its_speaker() -> None:
+    facts = extract_facts(
+        _transcript(
+            ("user", "I just moved to Denver and I work as a nurse.", "Caroline"),
+            ("user", "Wow, Caroline, it sounds like you're doing impressive work!", "Melanie"),
+            ("user", "I live in Austin and I work as a teacher.", "Melanie"),
+        )
+    )
+    [denver] = _find(facts, "Denver")
+    [austin] = _find(facts, "Austin")
+    assert denver.key.startswith("person:caroline.")
+    assert denver.turn_ids == ["t0"]
+    assert austin.key.startswith("person:melanie.")
+    assert austin.turn_ids == ["t2"]
+    assert denver.value.startswith("Caroline")
+    assert "User" not in denver.value
+    assert austin.subject == "person:melanie"
+    # Two people's cities are two memories, not one "user.city" that conflicts with itself.
+    assert denver.key != austin.key
+    # Said to the other person: nothing about the speaker.
+    assert not _find(facts, "impressive")
+
+
+def test_one_named_user_is_still_the_user() -> None:
+    [city] = _find(extract_facts(_transcript(("user", "I live in Toronto.", "Rosa"))), "Toronto")
+    assert city.key == "user.city"
+    assert city.value.startswith("User")
+
+
+def test_group_conversation_in_chinese_names_the_speaker() -> None:
+    facts = extract_facts(_transcript(("user", "我住在杭州。", "小林"), ("user", "我住在成都。", "老周")))
+    [hz] = _find(facts, "杭州")
+    [cd] = _find(facts, "成都")
+    assert hz.value.startswith("小林")
+    assert "用户" not in hz.value
+    assert cd.key.startswith("person:")
+    assert hz.key != cd.key
+
+
+def test_stage_directions_are_not_statements() -> None:
+    facts = extract_facts(_transcript(("user", "I love hiking. [shares a photo: a painting of a sunset over a lake]")))
+    [hiking] = _find(facts, "hiking")
+    assert "sunset" not in hiking.value
+    assert "[" not in hiking.value
+
+
+def test_like_and_love_need_someone_who_likes() -> None:
+    facts = extract_facts(_transcript(("user", "Unconditional love is so important. Love the colors!")))
+    assert not [f for f in _active(facts) if ".preference." in f.key]
+    [hike] = _find(extract_facts(_transcript(("user", "I really love long hikes."))), "hikes")
+    assert hike.key.startswith("user.preference.")
+
+
+def test_plural_subject_is_not_conjugated_into_nonsense() -> None:
+    [fact] = _find(
+        extract_facts(_transcript(("user", "I love how painting connects us and helps us grow."))), "painting"
+    )
+    assert fact.value == "User loves how painting connects the user's team and helps the user's team grow"
+
+
+def test_who_runs_a_service_for_the_user_is_a_fact() -> None:
+    [desk] = _find(extract_facts(_transcript(("user", "Our IT desk is run by Kowalski Tech."))), "Kowalski")
+    assert desk.key.startswith("user.tools.")

@@ -92,13 +92,13 @@ def backend(server: ScriptedLLMServer) -> LLMBackend:
 
 def test_backend_name_and_protocol(backend: LLMBackend) -> None:
     assert isinstance(backend, LanguageBackend)
-    assert backend.name == f"openai:{MODEL}/{PROMPT_VERSION}" == "openai:test-model/distill_v1"
+    assert backend.name == f"openai:{MODEL}/{PROMPT_VERSION}" == "openai:test-model/distill_v1.1"
 
 
 def test_real_user_fact_is_kept_with_its_turn_ids(server: ScriptedLLMServer, backend: LLMBackend) -> None:
     server.enqueue_json(answer(fact(source_turn_ids=["D1:1"])))
     out = backend.distill(CONVERSATION)
-    assert out.backend == "openai:test-model/distill_v1"
+    assert out.backend == "openai:test-model/distill_v1.1"
     assert out.summary.text == "User works with PostgreSQL 15."
     assert out.summary.turn_ids == ["D1:1"]
     assert out.summary.entities == ["PostgreSQL"]
@@ -258,6 +258,14 @@ def test_prompt_renders_turn_ids_roles_and_fences_tool_text(server: ScriptedLLMS
     opening = prompt.index("<<<TOOL DATA ")
     closing = prompt.index("<<<END TOOL DATA ")
     assert opening < prompt.index("evil.example") < closing
+
+
+def test_prompt_names_the_speakers_of_a_group_conversation() -> None:
+    group = transcript(("D1", Role.user, "I moved to Denver.", "Caroline"), ("D2", Role.user, "Nice!", "Melanie"))
+    system, user = build_messages(group)
+    assert "[turn_id=D1] user (Caroline): I moved to Denver." in user["content"]
+    assert "[turn_id=D2] user (Melanie): Nice!" in user["content"]
+    assert 'subject "person:caroline"' in system["content"]
 
 
 def test_tool_text_cannot_forge_the_closing_fence() -> None:

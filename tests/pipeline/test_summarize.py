@@ -112,3 +112,27 @@ def test_summary_keeps_what_the_assistant_recommended_on_the_way() -> None:
     assert "Happy to help" not in s.text
     assert s.text.index("Memmo") < s.text.index("Assistant concluded:")
     assert s.turn_ids == ["d0", "d1", "d5"]
+
+
+def test_group_summary_names_who_said_what() -> None:
+    tr = Transcript(
+        id=uuid.uuid4(),
+        namespace="t",
+        conversation_id="c",
+        occurred_at=datetime.now(UTC),
+        turns=[
+            Turn(
+                index=0,
+                turn_id="d0",
+                role="user",
+                content="I went to an LGBTQ support group yesterday.",
+                name="Caroline",
+            ),
+            Turn(index=1, turn_id="d1", role="user", content="I ran a charity race for mental health.", name="Melanie"),
+        ],
+    )
+    s = summarize(tr)
+    assert "Caroline: I went to an LGBTQ support group" in s.text
+    assert "Melanie: I ran a charity race" in s.text
+    assert "User" not in s.text
+    assert s.turn_ids == ["d0", "d1"]
