@@ -709,9 +709,12 @@ def _add(
 ) -> None:
     value = _scrub_secrets(_rewrite(text, subject, lang), lang)
     if ctx.speaker is not None and subject.is_user:
+        # Quoted as a script quotes ("Caroline: I moved to Denver"): the name once, the speaker's own words.
+        # A name repeated for every "I"/"my" reads badly and pulls the value's embedding towards the name.
         subject = Subject("person", ctx.speaker)
         key = subject.key_prefix() + key.removeprefix("user")
-        value = _as_speaker(value, ctx.speaker, lang)
+        zh = lang == "zh" or has_cjk(text)
+        value = f"{ctx.speaker}{'：' if zh else ': '}{_as_speaker(_scrub_secrets(text, lang), ctx.speaker, lang)}"
     if not subject.is_user and subject.name and subject.name not in value:
         # A clause that continues about a named person must still say who it is about.
         value = f"{subject.name}{'' if lang == 'zh' else ': '}{value}"

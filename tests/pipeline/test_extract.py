@@ -225,6 +225,7 @@ def test_group_conversation_attributes_each_statement_to_its_speaker() -> None:
     assert austin.key.startswith("person:melanie.")
     assert austin.turn_ids == ["t2"]
     assert denver.value.startswith("Caroline")
+    assert denver.value.count("Caroline") == 1
     assert "User" not in denver.value
     assert austin.subject == "person:melanie"
     # Two people's cities are two memories, not one "user.city" that conflicts with itself.
