@@ -94,9 +94,13 @@ def _slug(text: str) -> str:
     return s[:32] or "x"
 
 
-_ANNOTATION_RE = re.compile(r"\s*\[(?!REDACTED:)[^\[\]\n]{1,300}\](?!\()")
-"""A bracketed stage direction ("[shares a photo: …]", "[laughs]", "[image]"): not something the speaker
-said. Redaction markers and markdown links stay."""
+_ANNOTATION_RE = re.compile(
+    r"\s*\[(?:shares?|sends?|sent|shows?|image|photo|picture|video|audio|voice|sticker|gif|file|attachment|"
+    r"attached|link|laughs?|smiles?|sighs?|pause|inaudible|crosstalk|图片|照片|表情|语音|视频|文件|链接)\b[^\[\]\n]{0,300}\]",
+    re.I,
+)
+"""A stage direction or media placeholder of a chat export ("[shares a photo: …]", "[laughs]", "[图片]"): not
+something the speaker said. Other brackets ("[Redis, Postgres]", redaction markers) stay."""
 
 
 def _clean_turn(text: str) -> str:

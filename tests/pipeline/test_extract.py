@@ -255,6 +255,9 @@ def test_stage_directions_are_not_statements() -> None:
     [hiking] = _find(facts, "hiking")
     assert "sunset" not in hiking.value
     assert "[" not in hiking.value
+    [stack] = _find(extract_facts(_transcript(("user", "We use [Redis, Postgres] at work. [图片]"))), "Redis")
+    assert "Postgres" in stack.value
+    assert "图片" not in stack.value
 
 
 def test_like_and_love_need_someone_who_likes() -> None:
