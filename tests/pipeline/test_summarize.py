@@ -7,15 +7,17 @@ from pipeline.summarize import MAX_SUMMARY_CHARS, summarize
 from schemas.pipeline import Transcript, Turn
 
 
-def _transcript(turns: list[tuple[str, str]]) -> Transcript:
+def _transcript(turns: list[tuple[str, str]], names: list[str | None] | None = None) -> Transcript:
+    """`names` (one per turn) are the speakers' names; a tool turn is web_fetch."""
+    names = names or [None] * len(turns)
     return Transcript(
         id=uuid.uuid4(),
         namespace="t",
         conversation_id="c",
         occurred_at=datetime.now(UTC),
         turns=[
-            Turn(index=i, turn_id=f"d{i}", role=r, content=c, name="web_fetch" if r == "tool" else None)
-            for i, (r, c) in enumerate(turns)
+            Turn(index=i, turn_id=f"d{i}", role=r, content=c, name="web_fetch" if r == "tool" else n)
+            for i, ((r, c), n) in enumerate(zip(turns, names, strict=True))
         ],
     )
 
@@ -115,21 +117,9 @@ def test_summary_keeps_what_the_assistant_recommended_on_the_way() -> None:
 
 
 def test_group_summary_names_who_said_what() -> None:
-    tr = Transcript(
-        id=uuid.uuid4(),
-        namespace="t",
-        conversation_id="c",
-        occurred_at=datetime.now(UTC),
-        turns=[
-            Turn(
-                index=0,
-                turn_id="d0",
-                role="user",
-                content="I went to an LGBTQ support group yesterday.",
-                name="Caroline",
-            ),
-            Turn(index=1, turn_id="d1", role="user", content="I ran a charity race for mental health.", name="Melanie"),
-        ],
+    tr = _transcript(
+        [("user", "I went to an LGBTQ support group yesterday."), ("user", "I ran a charity race for mental health.")],
+        names=["Caroline", "Melanie"],
     )
     s = summarize(tr)
     assert "Caroline: I went to an LGBTQ support group" in s.text
