@@ -125,6 +125,13 @@ def test_secret_values_never_reach_values() -> None:
         assert "[REDACTED" not in f.value
 
 
+def test_secret_in_a_chinese_clause_is_described_not_mangled() -> None:
+    [city] = _find(extract_facts(_transcript(("user", "我住在成都，我的密码是 hunter2abc。"))), "成都")
+    assert "hunter2abc" not in city.value
+    assert "REDACTED" not in city.value
+    assert "值已隐去" in city.value
+
+
 def test_negation_and_change_flags() -> None:
     facts = extract_facts(
         _transcript(("user", "I don't drink coffee. 我们上个月把数据库从 MySQL 换成 PostgreSQL 16 了。"))

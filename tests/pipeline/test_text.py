@@ -34,6 +34,7 @@ def test_split_sentences_keeps_versions_and_titles() -> None:
 
 def test_split_clauses_chinese_and_english() -> None:
     assert split_clauses("我住在杭州，今天有点累。") == ["我住在杭州", "今天有点累"]
+    assert split_clauses("密码是 [REDACTED:password]：别外传") == ["密码是 [REDACTED:password]", "别外传"]
     assert split_clauses("I live in Oslo, but I'm exhausted today.") == [
         "I live in Oslo",
         "I'm exhausted today",
