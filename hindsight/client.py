@@ -182,8 +182,9 @@ class MemoryClient:
         return [Hit.from_api(h) for h in result["hits"]]
 
     def recall_episodes(self, query: str, *, namespace: str | None = None, top_k: int | None = None) -> list[Hit]:
-        """Summaries of earlier conversations nearest to `query`, best first (`.content` is the summary;
-        `.metadata` has occurred_at, turn_ids, transcript_id, cosine, age_days)."""
+        """Summaries of earlier conversations that best match `query` (meaning and keywords), best first
+        (`.content` is the summary; `.metadata` has occurred_at, turn_ids, transcript_id, vector, keyword,
+        cosine, age_days)."""
         params: dict[str, Any] = {"q": query}
         if top_k is not None:
             params["top_k"] = top_k

@@ -39,6 +39,11 @@ def search_text(text: str) -> str:
     return " ".join(segment(text))
 
 
+def episode_search_text(summary: str, entities: list[str]) -> str:
+    """What full text indexes of an episode: its summary and its named entities."""
+    return search_text(" ".join([summary, *entities]))
+
+
 # Words that carry no topic in a query. Documents still index them (the writer is unchanged); a query only
 # drops them so that "what is the user's database" does not match every memory containing "is" or "the".
 _STOPWORD_TEXT = """

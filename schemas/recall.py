@@ -47,7 +47,11 @@ class EpisodeHit(BaseModel):
 
     episode: EpisodeRead
     score: float = Field(ge=0.0, le=1.0)
+    """Meaning and keywords fused with recall's weights (hindsight/services/recall.py, recall_episodes)."""
+    vector: float = Field(0.0, ge=0.0, le=1.0)
     """The cosine rescaled per embedding model, as ScoreParts.vector (0 = unrelated)."""
+    keyword: float = Field(0.0, ge=0.0, le=1.0)
+    """Share of the query's informative terms (IDF-weighted) found in the summary or its entities."""
     cosine: float
     age_days: float
     """Days since the conversation took place (at the time of the query)."""

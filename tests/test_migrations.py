@@ -49,6 +49,49 @@ def test_upgrade_downgrade_upgrade(services) -> None:
     eng.dispose()
 
 
+def test_episode_text_search_backfills_existing_episodes(services) -> None:
+    url = services.create_database("migrations_episode_text")
+    migrate.upgrade(url, "0004_episode_hnsw", embedding_dim=8)
+    eng = sa.create_engine(url)
+    with eng.begin() as conn:
+        tid = conn.execute(
+            sa.text(
+                "INSERT INTO transcripts (id, namespace, conversation_id, idempotency_key, event_type, turns, "
+                "occurred_at, state, attempts, attempt_log, redactions, updated_at) VALUES (gen_random_uuid(), "
+                "'ns', 'c', 'k', 'conversation_end', '[]', now(), 'done', 1, '[]', '[]', now()) RETURNING id"
+            )
+        ).scalar_one()
+        conn.execute(
+            sa.text(
+                "INSERT INTO episodes (id, namespace, transcript_id, summary, entities, turn_ids, backend, "
+                "occurred_at) VALUES (gen_random_uuid(), 'ns', :t, :summary, '[\"Kyoto\"]', '[]', 'test', now())"
+            ),
+            {"t": tid, "summary": "用户提到：我们把数据库升级到 PostgreSQL 16 了"},
+        )
+    migrate.upgrade(url, embedding_dim=8)
+    with eng.connect() as conn:
+        found = conn.execute(
+            sa.text(
+                "SELECT count(*) FROM episodes WHERE content_tsv @@ plainto_tsquery('simple', '升级') "
+                "AND content_tsv @@ plainto_tsquery('simple', 'kyoto')"
+            )
+        ).scalar_one()
+        indexes = dict(
+            conn.execute(sa.text("SELECT indexname, indexdef FROM pg_indexes WHERE tablename='episodes'")).all()
+        )
+    assert found == 1  # the summary segmented by jieba, and its entities
+    assert "USING gin" in indexes["ix_episodes_content_tsv"]
+    migrate.downgrade(url, "0004_episode_hnsw", embedding_dim=8)
+    with eng.connect() as conn:
+        cols = set(
+            conn.execute(
+                sa.text("SELECT column_name FROM information_schema.columns WHERE table_name='episodes'")
+            ).scalars()
+        )
+    assert not cols & {"search_text", "content_tsv"}
+    eng.dispose()
+
+
 def test_audit_history_is_append_only(engine) -> None:
     import uuid
 

@@ -77,6 +77,9 @@ class EpisodeRow(Base):
     entities: Mapped[list[str]] = mapped_column(JSONB, default=list)
     turn_ids: Mapped[list[str]] = mapped_column(JSONB, default=list)
     embedding: Mapped[list[float] | None] = mapped_column(Vector())
+    search_text: Mapped[str] = mapped_column(Text, default="")
+    """Summary and entities segmented for full-text search (hindsight.textsearch.episode_search_text)."""
+    content_tsv: Mapped[Any] = mapped_column(TSVECTOR, Computed("to_tsvector('simple', search_text)", persisted=True))
     backend: Mapped[str] = mapped_column(String(128))
     occurred_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())

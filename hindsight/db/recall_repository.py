@@ -140,6 +140,41 @@ def choose_plan(
     return VectorPlan("hnsw", ef_search=ef)
 
 
+def _keyword_side(
+    terms: Sequence[tuple[str, float, bool]], params: dict[str, Any], table: str, tie_break: str
+) -> tuple[str, str, str]:
+    """The keyword half of a hybrid statement over `table` (aliased m for memories, e for episodes): the
+    expression of a row's keyword value, the CTE `k` of the best matches (empty when no term seeks), and the
+    union of candidate ids. Adds the terms' parameters to `params`.
+
+    `terms` are (query term, weight, seek) with weights summing to 1. A row's keyword value is the sum of the
+    weights of the terms its text contains; only terms with `seek` set propose candidates. Each term is
+    parsed by PostgreSQL exactly as the row's text was, so `node.js` or `c++` match as they were indexed;
+    English words match as prefixes (hindsight.textsearch.tsquery_term)."""
+    alias = {"memories": "m", "episodes": "e"}[table]
+    matches, seeking = [], []
+    for i, (term, weight, seek) in enumerate(terms):
+        tsq_text, prefix = tsquery_term(term)
+        params[f"t{i}"] = tsq_text
+        params[f"w{i}"] = float(weight)
+        tsq = f"to_tsquery('simple', :t{i})" if prefix else f"plainto_tsquery('simple', :t{i})"
+        matches.append(f"CASE WHEN {alias}.content_tsv @@ {tsq} THEN :w{i} ELSE 0 END")
+        if seek:
+            seeking.append(tsq)
+    kw_expr = "(" + " + ".join(matches) + ")" if matches else "0.0"
+    if not seeking:
+        return kw_expr, "", "SELECT id FROM v"
+    state = f" AND {alias}.state = ANY(:states)" if table == "memories" else ""
+    keyword_cte = f"""
+        k AS (
+            SELECT {alias}.id FROM {table} {alias}
+            WHERE {alias}.namespace = :ns{state} AND {alias}.content_tsv @@ ({" || ".join(seeking)})
+            ORDER BY {kw_expr} DESC, {tie_break}
+            LIMIT :n
+        ),"""
+    return kw_expr, keyword_cte, "SELECT id FROM v UNION SELECT id FROM k"
+
+
 @dataclass
 class RecallRepository:
     session: Session
@@ -181,17 +216,20 @@ class RecallRepository:
             _sizes.put(key, cached)
         return cached
 
-    def term_frequencies(self) -> tuple[dict[str, float], float]:
-        """Share of memories containing each common lexeme (PostgreSQL's own statistics of `content_tsv`),
-        and the share below which a lexeme is not listed. Empty before the table was first analysed."""
-        key = self._db_key()
+    def term_frequencies(self, table: str = "memories") -> tuple[dict[str, float], float]:
+        """Share of `table`'s rows (memories or episodes) containing each common lexeme (PostgreSQL's own
+        statistics of `content_tsv`), and the share below which a lexeme is not listed. Empty before the
+        table was first analysed."""
+        assert table in ("memories", "episodes")
+        key = (self._db_key(), table)
         cached = _term_stats.get(key)
         if cached is None:
             row = self.session.execute(
                 text(
                     "SELECT most_common_elems::text::text[], most_common_elem_freqs FROM pg_stats "
-                    "WHERE schemaname = current_schema() AND tablename = 'memories' AND attname = 'content_tsv'"
-                )
+                    "WHERE schemaname = current_schema() AND tablename = :table AND attname = 'content_tsv'"
+                ),
+                {"table": table},
             ).first()
             freqs: dict[str, float] = {}
             floor = 0.0
@@ -218,41 +256,35 @@ class RecallRepository:
         """(episodes in the namespace, episodes in the table), cached for a minute."""
         return self._sizes_of("episodes", namespace)
 
-    def nearest_episodes(
-        self, namespace: str, embedding: Sequence[float], *, limit: int, exact_max_rows: int, max_ef: int
+    def episode_candidates(
+        self,
+        namespace: str,
+        embedding: Sequence[float],
+        terms: Sequence[tuple[str, float, bool]],
+        *,
+        limit: int,
+        exact_max_rows: int,
+        max_ef: int,
     ) -> list[dict[str, Any]]:
-        """The `limit` episodes of `namespace` nearest to `embedding` (EpisodeRead columns and `cosine`), by
-        the same namespace-aware plan as memories (ix_episodes_embedding_hnsw)."""
+        """Up to `limit` episodes of `namespace` nearest to `embedding` plus up to `limit` best keyword matches,
+        in one statement (EpisodeRead columns, `cosine` and `keyword`, as `candidates` does for memories). The
+        vector side uses the same namespace-aware plan as memories (ix_episodes_embedding_hnsw). Erased
+        episodes (no embedding, no text) are left out; an exact scan sorts their NULL distances last."""
         ns_rows, total = self.episode_sizes(namespace)
         plan = choose_plan(
             ns_rows, total, want=limit, exact_max_rows=exact_max_rows, max_ef=max_ef, iterative=self._iterative()
         )
-        cols = "id, transcript_id, summary, entities, turn_ids, backend, occurred_at, created_at"
-        params = {"ns": namespace, "qv": _vec(embedding), "n": limit, "ef": plan.ef_search}
-        if plan.mode == "exact":
-            sql = f"""
-                SELECT {cols}, 1 - (embedding <=> CAST(:qv AS vector)) AS cosine FROM episodes
-                WHERE namespace = :ns AND embedding IS NOT NULL
-                ORDER BY (embedding <=> CAST(:qv AS vector)) + 0, occurred_at DESC
-                LIMIT :n"""
-        else:
-            self._set_search(plan)
-            if plan.mode == "iterative":
-                sql = f"""
-                    SELECT {cols}, 1 - (embedding <=> CAST(:qv AS vector)) AS cosine FROM episodes
-                    WHERE namespace = :ns
-                    ORDER BY embedding <=> CAST(:qv AS vector)
-                    LIMIT :n"""
-            else:
-                sql = f"""
-                    SELECT {cols}, 1 - d AS cosine FROM (
-                        SELECT {cols}, namespace, embedding <=> CAST(:qv AS vector) AS d FROM episodes
-                        ORDER BY embedding <=> CAST(:qv AS vector)
-                        LIMIT :ef
-                    ) s
-                    WHERE namespace = :ns
-                    ORDER BY d
-                    LIMIT :n"""
+        params: dict[str, Any] = {"ns": namespace, "qv": _vec(embedding), "n": limit, "ef": plan.ef_search}
+        kw_expr, keyword_cte, union = _keyword_side(terms, params, "episodes", "e.occurred_at DESC")
+        cols = "e.id, e.transcript_id, e.summary, e.entities, e.turn_ids, e.backend, e.occurred_at, e.created_at"
+        sql = f"""
+            WITH {keyword_cte}
+            v AS ({self._vector_ids(plan, "episodes", by_state=False)})
+            SELECT {cols},
+                   1 - (e.embedding <=> CAST(:qv AS vector)) AS cosine,
+                   {kw_expr} AS keyword
+            FROM episodes e
+            WHERE e.id IN ({union}) AND e.embedding IS NOT NULL"""
         return [dict(r) for r in self.session.execute(text(sql), params).mappings()]
 
     def _set_search(self, plan: VectorPlan) -> None:
@@ -274,13 +306,8 @@ class RecallRepository:
         limit: int,
         plan: VectorPlan,
     ) -> list[Candidate]:
-        """Up to `limit` nearest memories plus up to `limit` best keyword matches, in one statement.
-
-        `terms` are (query term, weight, seek) with weights summing to 1. A memory's keyword value is the
-        sum of the weights of the terms its text contains; only terms with `seek` set propose candidates.
-        Each term is parsed by PostgreSQL exactly as the memory's text was, so `node.js` or `c++` match as
-        they were indexed; English words match as prefixes (hindsight.textsearch.tsquery_term).
-        """
+        """Up to `limit` nearest memories plus up to `limit` best keyword matches (`terms`, see
+        `_keyword_side`), in one statement."""
         params: dict[str, Any] = {
             "ns": namespace,
             "states": list(states),
@@ -288,30 +315,7 @@ class RecallRepository:
             "n": limit,
             "ef": plan.ef_search,
         }
-        matches, seeking = [], []
-        for i, (term, weight, seek) in enumerate(terms):
-            tsq_text, prefix = tsquery_term(term)
-            params[f"t{i}"] = tsq_text
-            params[f"w{i}"] = float(weight)
-            tsq = f"to_tsquery('simple', :t{i})" if prefix else f"plainto_tsquery('simple', :t{i})"
-            matches.append(f"CASE WHEN m.content_tsv @@ {tsq} THEN :w{i} ELSE 0 END")
-            if seek:
-                seeking.append(tsq)
-        kw_expr = "(" + " + ".join(matches) + ")" if matches else "0.0"
-        if seeking:
-            any_term = " || ".join(seeking)
-            keyword_cte = f"""
-                k AS (
-                    SELECT m.id FROM memories m
-                    WHERE m.namespace = :ns AND m.state = ANY(:states) AND m.content_tsv @@ ({any_term})
-                    ORDER BY {kw_expr} DESC, m.last_verified_at DESC
-                    LIMIT :n
-                ),"""
-            union = "SELECT id FROM v UNION SELECT id FROM k"
-        else:
-            keyword_cte = ""
-            union = "SELECT id FROM v"
-
+        kw_expr, keyword_cte, union = _keyword_side(terms, params, "memories", "m.last_verified_at DESC")
         vector_cte = "v AS (" + self._vector_query(plan) + ")"
 
         cols = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
@@ -337,29 +341,35 @@ class RecallRepository:
 
     def _vector_query(self, plan: VectorPlan) -> str:
         """SELECT id of the :n nearest memories of :ns in :states to :qv, by `plan` (sets its GUCs)."""
+        return self._vector_ids(plan, "memories", by_state=True)
+
+    def _vector_ids(self, plan: VectorPlan, table: str, *, by_state: bool) -> str:
+        """SELECT id of the :n rows of `table` in :ns (in :states when `by_state`) nearest to :qv, by `plan`
+        (sets its GUCs). `table` is ours, never input."""
+        state, state_col = (" AND state = ANY(:states)", ", state") if by_state else ("", "")
         if plan.mode == "exact":
             # `+ 0` hides the ORDER BY from the HNSW index: an exact scan of the namespace's rows.
-            return """
-                SELECT id FROM memories
-                WHERE namespace = :ns AND state = ANY(:states)
+            return f"""
+                SELECT id FROM {table}
+                WHERE namespace = :ns{state}
                 ORDER BY (embedding <=> CAST(:qv AS vector)) + 0
                 LIMIT :n"""
         self._set_search(plan)
         if plan.mode == "iterative":
-            return """
+            return f"""
                 SELECT id FROM (
-                    SELECT id, embedding <=> CAST(:qv AS vector) AS d FROM memories
-                    WHERE namespace = :ns AND state = ANY(:states)
+                    SELECT id, embedding <=> CAST(:qv AS vector) AS d FROM {table}
+                    WHERE namespace = :ns{state}
                     ORDER BY embedding <=> CAST(:qv AS vector)
                     LIMIT :n
                 ) s ORDER BY d"""
-        return """
+        return f"""
                 SELECT id FROM (
-                    SELECT id, namespace, state, embedding <=> CAST(:qv AS vector) AS d FROM memories
+                    SELECT id, namespace{state_col}, embedding <=> CAST(:qv AS vector) AS d FROM {table}
                     ORDER BY embedding <=> CAST(:qv AS vector)
                     LIMIT :ef
                 ) s
-                WHERE namespace = :ns AND state = ANY(:states)
+                WHERE namespace = :ns{state}
                 ORDER BY d
                 LIMIT :n"""
 

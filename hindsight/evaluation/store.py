@@ -204,13 +204,13 @@ class EpisodeHit:
 def episode_search(
     session: object, namespace: str, query: str, vector: list[float], k: int, *, embedder: Embedder, settings: Settings
 ) -> list[EpisodeHit]:
-    """Episode summaries nearest to the query, as the API's /episodes/search returns them."""
+    """Episode summaries that best match the query, as the API's /episodes/search returns them."""
     from hindsight.services.recall import recall_episodes
 
     result = recall_episodes(
         session, namespace, query, embedder=embedder, settings=settings.retrieval, top_k=k, query_vector=vector
     )
     return [
-        EpisodeHit(h.episode.summary, h.episode.occurred_at, frozenset(h.episode.turn_ids), h.cosine)
+        EpisodeHit(h.episode.summary, h.episode.occurred_at, frozenset(h.episode.turn_ids), h.score)
         for h in result.hits
     ]

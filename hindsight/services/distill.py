@@ -20,6 +20,7 @@ from hindsight.db.models import EpisodeRow, TranscriptRow
 from hindsight.db.repositories import EpisodeRepository, TranscriptRepository
 from hindsight.errors import NotFound
 from hindsight.services.store import MemoryWriter, lock_namespace, reconcile_in_namespace
+from hindsight.textsearch import episode_search_text
 from schemas.pipeline import EmbeddedFact, Transcript, Turn
 
 log = structlog.get_logger(__name__)
@@ -150,6 +151,7 @@ def distill_transcript(
                 entities=distillation.summary.entities,
                 turn_ids=distillation.summary.turn_ids,
                 embedding=summary_vec,
+                search_text=episode_search_text(distillation.summary.text, distillation.summary.entities),
                 backend=distillation.backend,
                 occurred_at=transcript.occurred_at,
             )

