@@ -84,6 +84,11 @@ class _Context:
     speaker: str | None = None
     """In a conversation between several named people, the one speaking now: "I" is that person."""
     participants: frozenset[str] = frozenset()
+    assistant: bool = True
+    """Whether an assistant takes part: without one nobody is there to follow a standing instruction."""
+    lowercase: frozenset[str] = frozenset()
+    """Words the transcript also writes in lower case ("dance", "pottery"): a capitalised one opening a
+    sentence is that word, not somebody's name."""
 
 
 # --- small helpers ---------------------------------------------------------------------------------------
@@ -152,7 +157,7 @@ def _match_attribute(clause: str) -> lx.Attribute | None:
     return None
 
 
-_LATIN_NOUN_RE = re.compile(r"\b[A-Za-z][A-Za-z0-9+#.\-]{1,}\b")
+_LATIN_NOUN_RE = re.compile(r"(?<!['’])\b[A-Za-z][A-Za-z0-9+#.\-]{1,}\b")  # not the "ve" of "I've"
 _GENERIC_EN = frozenset(
     [
         # verbs of the generic tools attribute: the key should name the tool, not the verb
@@ -395,7 +400,7 @@ def _detect_subject(clause: str, ctx: _Context) -> Subject | None:
     if re.match(r"^they\b", c, re.I):
         return OTHERS
     m3 = _EN_NAME_SUBJECT_RE.match(c)
-    if m3 and m3.group(1).split()[0] not in _EN_NOT_NAMES:
+    if m3 and m3.group(1).split()[0] not in _EN_NOT_NAMES and _could_be_name(m3.group(1), ctx):
         rest = m3.group(2)
         possessive_is = c[len(m3.group(1)) :].startswith("'s ") and re.match(r"(?:in|at|on|a|an|the|\d)\b", rest)
         if possessive_is or lx.EN_PERSON_VERBS.match(rest):
@@ -403,6 +408,15 @@ def _detect_subject(clause: str, ctx: _Context) -> Subject | None:
     if re.search(r"\b(?:I|I'm|I've|I'd|I'll|my|me|we|we're|our|us)\b", c):
         return USER
     return None
+
+
+def _could_be_name(words: str, ctx: _Context) -> bool:
+    """A capitalised word opening a clause is a name unless it is a gerund ("Volunteering is a great way")
+    or a word the same transcript writes in lower case ("Dance is my passion" beside "my dance studio")."""
+    if " " in words.strip():
+        return True  # "Dev Malhotra": two capitalised words
+    w = words.strip().removesuffix("'s")
+    return not (w.lower().endswith("ing") and len(w) > 5) and w.lower() not in ctx.lowercase
 
 
 def _is_person_name(word: str) -> bool:
@@ -582,7 +596,7 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
 
     # A standing instruction ("以后叫我…", "if it rains, remind me…", "always CC …") is kept whole:
     # its request form is the point, and it holds beyond this conversation.
-    standing = _is_standing(sentence)
+    standing = _is_standing(sentence) and ctx.assistant
     if (
         standing
         and not _is_question(sentence)
@@ -658,6 +672,8 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         else:
             negated = all(_polarity(c) for c in clauses if _match_attribute(c) is not None)
         key = _key_for(subj, attr, core)
+        if key.endswith(".misc") and len(core.split()) <= 4:
+            continue  # "I love it", "I loved that": a reaction with nothing to remember
         kind = attr.kind if subj.is_user else MemoryKind.relationship if attr.name == "role" else attr.kind
         c = conf - (0.1 if attr.name.endswith(".*") else 0.0) - (0.05 if not subj.is_user else 0.0)
         sep = "，" if has_cjk(core) else ", "
@@ -678,16 +694,25 @@ def _name_fact(sentence: str, turn: Turn, lang: Lang, ctx: _Context, conf: float
     _add(ctx, "user.name", MemoryKind.profile, f"User's name is {m.group(1)}", turn, conf, USER, "en")
 
 
+_YOU_KNOW_RE = re.compile(r"^(?:you know|you see|guess what|y'know)[,!]?\s+", re.I)
+_IMPLIED_I_RE = re.compile(
+    r"^(?:just |also |finally |recently |even )?(?:\w+ed|been|got|took|went|made|had|did|saw|met|found|won|"
+    r"bought|started|began|love|loved|hate|hated|enjoy|want|wanna|gonna|need|think|thought|can't wait)\b",
+    re.I,
+)
+"""A clause whose speaker is left out ("Started hitting the gym last week", "Took a short trip to Rome")."""
 _SECOND_PERSON_RE = re.compile(r"\byou(?:r|rs|rself|'re|'ve|'ll|'d)?\b|你|您", re.I)
 _FIRST_PERSON_RE = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|my|me|mine|myself|we|we're|our|us)\b|我|俺", re.I)
 
 
 def _addresses_other(clause: str, ctx: _Context) -> bool:
-    """Between several people, a clause about "you" and not the speaker ("sounds like you're doing great
-    work"), or a bare name ("Wow, Caroline, …"), is said to someone; it tells nothing about the speaker."""
+    """Between several people, a clause about "you" ("sounds like you're doing great work", "I'm always here
+    for you"), or a bare name ("Wow, Caroline, …"), is said to someone; it tells nothing stable about the
+    speaker."""
     if clause.strip(" ,!.") in ctx.participants:
         return True
-    return bool(_SECOND_PERSON_RE.search(clause)) and not _FIRST_PERSON_RE.search(clause)
+    # "I'm always here for you", "I love that you chose pottery": said to the other person, about both.
+    return bool(_SECOND_PERSON_RE.search(_YOU_KNOW_RE.sub("", clause)))
 
 
 def _as_speaker(value: str, name: str, lang: Lang) -> str:
@@ -713,6 +738,8 @@ def _add(
 ) -> None:
     value = _scrub_secrets(_rewrite(text, subject, lang), lang)
     if ctx.speaker is not None and subject.is_user:
+        if not (_FIRST_PERSON_RE.search(text) or _IMPLIED_I_RE.match(text)):
+            return  # "Life's too short", "that painting's amazing": a remark, not a fact about the speaker
         # Quoted as a script quotes ("Caroline: I moved to Denver"): the name once, the speaker's own words.
         # A name repeated for every "I"/"my" reads badly and pulls the value's embedding towards the name.
         subject = Subject("person", ctx.speaker)
@@ -855,7 +882,13 @@ def speakers(transcript: Transcript) -> frozenset[str]:
 
 def extract_facts(transcript: Transcript) -> list[CandidateFact]:
     """Stable facts of one transcript, attributed to who they are about, secrets never included."""
-    ctx = _Context(participants=speakers(transcript))
+    ctx = _Context(
+        participants=speakers(transcript),
+        assistant=any(t.role is Role.assistant for t in transcript.turns),
+        lowercase=frozenset(
+            w for t in transcript.turns if t.role is Role.user for w in re.findall(r"\b[a-z][a-z']+\b", t.content)
+        ),
+    )
     last_assistant: Turn | None = None
     for turn in transcript.turns:
         if turn.role is Role.assistant:

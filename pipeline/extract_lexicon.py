@@ -118,7 +118,7 @@ ATTRIBUTES: list[Attribute] = [
         K.profile,
         _zh(r"公司|单位|入职|跳槽|上班|就职|任职|医院|学校|在.{1,12}工作"),
         _en(
-            r"\bwork(?:s|ing)? (?:at|for)\b|employer|\bcompany\b|"
+            r"\bwork(?:s|ing)? (?:at|for)\b|employer|(?<!'s )\bcompany\b|"
             r"startup|\bstarted at\b|\bjoined\b|\bmy job\b|\bfirm\b"
         ),
     ),
@@ -134,8 +134,9 @@ ATTRIBUTES: list[Attribute] = [
             r"是做.{1,8}的|当.{0,6}(?:老师|护士|医生|工程师|会计|律师)|主攻|方向是|专业"
         ),
         _en(
-            r"\bi'm an? \w|\bi am an? \w|\bi work as\b|\bengineer|"
-            r"developer|\bteach|\bnurse\b|designer|researcher|"
+            r"\bi'm an? (?!(?:big |huge )?fan\b)\w|\bi am an? (?!(?:big |huge )?fan\b)\w|\bi work as\b|\bengineer|"
+            r"developer|\bteach(?:er|ers|ing|es)?\b(?! (?:me|us|people|others|them|him|her|you)\b)|"
+            r"\bnurse\b|designer|researcher|"
             r"translator|freelanc|\blead\b|manager|analyst|\badmin\b|student|founder|\bowner\b|consultant|"
             r"accountant|\bdev\b|\bdoctor\b|\bi run\b|\bi (?:\w+ )?own\b|\bi maintain\b|\bresponsible for\b|"
             r"\bmy role\b|\bteam\b|\breport to\b"
@@ -189,7 +190,7 @@ ATTRIBUTES: list[Attribute] = [
         K.preference,
         _zh(r"框架|技术栈|云开发|SDK|sdk|支付(?:渠道|接口|用的|走的?)|托管在|部署在"),
         _en(
-            r"react|\bvue\b|angular|svelte|next\.?js|nuxt|flutter|django|flask|fastapi|spring|express|\bnode\b|"
+            r"react|\bvue\b|angular|svelte|next\.?js|nuxt|flutter|django|flask|fastapi|spring|(?-i:\bExpress\b)|express\.?js|\bnode\b|"
             r"pytest|\bjest\b|\bk8s\b|kubernetes|docker|terraform|"
             r"\baws\b|\bgcp\b|azure|vercel|heroku|\bs3\b|\bcdn\b|jupyter|latex|\bsdk\b|"
             r"framework|\bstack\b|\bpayments?\b.{0,40}\b(?:through|via|with)\b|payment (?:provider|processor|gateway)|"
@@ -201,8 +202,11 @@ ATTRIBUTES: list[Attribute] = [
         K.preference,
         _zh(r"回答|回复|答案|解释|格式|简洁|结论|用中文|用英文|语气|称呼|变量名|注释"),
         _en(
-            r"spelling|\banswers?\b|\bexplain|\bformat\b|concise|\bshort\b|\bbullets?\b|\bbrief\b|\bexamples?\b|"
-            r"\btone\b|\breply\b|\bdetail"
+            # short/brief/detail only about answers ("keep it short"), not "life's too short", "a brief moment"
+            r"spelling|\banswers?\b|\bexplain|\bformat\b|concise|\bbullets?\b|\bexamples?\b|\btone\b|\breply\b|"
+            r"\b(?:keep (?:it|them|things|answers?|replies)|be|make (?:it|them)|stay) (?:short|brief)\b|"
+            r"\b(?:short|shorter|brief|detailed|more|less) (?:answers?|replies|responses|explanations?|summar|version|"
+            r"detail)|\bin (?:more |less |great )?detail\b|\blevel of detail\b"
         ),
     ),
     Attribute(
@@ -215,7 +219,10 @@ ATTRIBUTES: list[Attribute] = [
         "study",
         K.project,
         _zh(r"托福|考研|考试|备考|学习|在学|上课|课程|论文|开题|导师|[考学]"),
-        _en(r"\bexam\b|toefl|\bgre\b|\bcourse\b|\bclasses\b|studying|learning|thesis|\bdegree\b"),
+        _en(
+            r"\bexam\b|toefl|\bgre\b|\bcourse\b|\bclasses\b|studying|"
+            r"learning\b(?! (?:experience|curve|a ton|a lot|and|with|from)\b)|thesis|\bdegree\b"
+        ),
     ),
     Attribute(
         "project.deadline",
@@ -258,7 +265,8 @@ ATTRIBUTES: list[Attribute] = [
         # like/love/hate/enjoy/want only with a first-person subject: "I really love X" is a preference,
         # "unconditional love is so important" and "love the colors!" are not.
         _en(
-            r"\bprefer|can't stand|favou?rite|\b(?:I|we|I'd|we'd)\b(?:\s+[\w']+){0,3}?\s+"
+            r"\bprefer|can't stand|favou?rite|\b(?:I'm|I am|we're) (?:a |such a )?(?:big |huge )?fans? of\b|"
+            r"\b(?:I|we|I'd|we'd)\b(?:\s+[\w']+){0,3}?\s+"
             r"(?:like|love|hate|enjoy|enjoyed|loved|want|wanna)\b"
         ),
     ),

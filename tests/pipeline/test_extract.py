@@ -241,6 +241,67 @@ def test_group_conversation_attributes_each_statement_to_its_speaker() -> None:
     assert not _find(facts, "impressive")
 
 
+def test_group_remarks_to_the_other_person_are_not_facts() -> None:
+    facts = extract_facts(
+        _transcript(
+            ("user", "I'm always here for you, Mel. Life's too short. I love it!", "Caroline"),
+            ("user", "Never give up. Started hitting the gym last month, feels great.", "Jon"),
+            ("user", "I've always had a love for horses.", "Caroline"),
+        )
+    )
+    # Between people, with no assistant, "always"/"never" is nobody's standing instruction.
+    assert not [f for f in facts if ".instruction." in f.key]
+    assert not _find(facts, "here for you")  # said to Mel
+    assert not _find(facts, "too short")  # a remark about nobody
+    assert not [f for f in facts if f.key.endswith(".misc")]  # "I love it": nothing to remember
+    [gym] = _find(facts, "gym")  # the speaker left out, still the speaker's fact
+    assert gym.key.startswith("person:jon.")
+    [horses] = _find(facts, "horses")
+    assert horses.key.startswith("person:caroline.")
+    assert not horses.key.endswith(".ve")  # a key is never named after the tail of "I've"
+
+
+def test_a_word_opening_a_sentence_is_not_a_person() -> None:
+    facts = extract_facts(
+        _transcript(
+            ("user", "I teach at my dance studio every weekend.", "Jon"),
+            ("user", "Dance is my hobby. Volunteering is a great way to meet people who run.", "Jon"),
+            ("user", "Pottery is fun for me.", "Melanie"),
+        )
+    )
+    assert not [f for f in facts if f.subject in ("person:dance", "person:volunteering")]
+    [hobby] = _find(facts, "hobby")
+    assert hobby.key == "person:jon.hobby"
+    # A name is still a name.
+    [dev] = _find(extract_facts(_transcript(("user", "Dev Malhotra is my lawyer."))), "Malhotra")
+    assert dev.subject == "person:dev_malhotra"
+
+
+def test_short_brief_and_detail_name_an_answer_style_only_about_answers() -> None:
+    facts = extract_facts(
+        _transcript(
+            ("user", "Keep it short: max five bullet points."),
+            ("assistant", "Will do."),
+            ("user", "By the way, I've written five short stories so far and I'm on page 200 of A Short History."),
+        )
+    )
+    [style] = [f for f in _active(facts) if f.key == "user.answer_style"]
+    assert "bullet" in style.value
+    assert "stories" not in style.value
+    # Neither "each other's company" nor "express myself" is an employer or a tech stack.
+    other = extract_facts(
+        _transcript(("user", "We just enjoy each other's company. Painting lets me express myself, I love it."))
+    )
+    assert not [f for f in other if f.key in ("user.employer", "user.stack")]
+    [app] = _find(extract_facts(_transcript(("user", "Our API is an Express app on Node."))), "Express")
+    assert app.key == "user.stack"
+
+
+def test_a_fan_is_a_preference_not_a_role() -> None:
+    [fan] = _find(extract_facts(_transcript(("user", "I'm a big fan of Roger Federer."))), "Federer")
+    assert fan.key.startswith("user.preference.")
+
+
 def test_one_named_user_is_still_the_user() -> None:
     [city] = _find(extract_facts(_transcript(("user", "I live in Toronto.", "Rosa"))), "Toronto")
     assert city.key == "user.city"
