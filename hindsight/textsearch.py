@@ -39,6 +39,64 @@ def search_text(text: str) -> str:
     return " ".join(segment(text))
 
 
+# The words people ask about a key's topic with, in English and Chinese: "what does the user do for a living"
+# and "用户是做什么工作的" name neither `role` nor the job itself. A memory's full text indexes them beside its
+# key and value (never its embedding), so a question finds the memory by what it is about. Keyed by a word
+# of the key ("user.role", "person:maya.hobby", an LLM's "user.occupation"), written once for the topics,
+# never for a conversation.
+_KEY_TOPICS_TEXT = {
+    "name": "name called 名字 姓名 叫",
+    "allergy": "allergy allergic allergies 过敏",
+    "diet": "diet eat eats food vegetarian vegan 饮食 吃 忌口",
+    "drink": "drink drinks coffee tea 喝 饮料",
+    "smoking": "smoke smokes smoking 抽烟 吸烟",
+    "health": "health medical condition 健康 身体",
+    "schedule": "schedule hours routine shift 作息 时间 班",
+    "exercise": "exercise sport sports workout fitness 运动 锻炼 健身",
+    "hobby": "hobby hobbies pastime 爱好 兴趣 业余",
+    "hometown": "hometown grew born 老家 家乡 出生",
+    "city": "city live lives based home 城市 住 住在 所在",
+    "employer": "employer company job work works workplace 公司 单位 工作 上班",
+    "role": "role job work works occupation profession career living title 工作 职业 岗位 职位",
+    "occupation": "role job work occupation profession career living 工作 职业",
+    "job": "role job work occupation profession career living 工作 职业",
+    "os": "operating system computer 操作系统 系统 电脑",
+    "database": "database db 数据库",
+    "editor": "editor ide 编辑器",
+    "device": "device phone laptop computer 设备 手机 电脑",
+    "language": "language languages 语言",
+    "programming": "programming code coding 编程 代码",
+    "stack": "stack tech technology framework tools 技术栈 框架 技术",
+    "answer": "answers answer style format reply replies responses 回答 回复 格式 风格",
+    "school": "school class grade 学校 年级 上学",
+    "study": "study studies studying exam course learning 学习 考试 课程",
+    "project": "project projects working building 项目 在做 开发",
+    "deadline": "deadline due launch 截止 上线 期限",
+    "decision": "decision decided choice 决定 选择",
+    "pet": "pet pets animal 宠物",
+    "preference": "preference prefers likes favorite 喜欢 偏好",
+    "habit": "habit habits routine usually 习惯 通常",
+    "tools": "tools tool uses service provider 工具 服务",
+    "instruction": "instruction rule always 要求 规则",
+}
+_KEY_TOPICS = {k: v.split() for k, v in _KEY_TOPICS_TEXT.items()}
+
+
+def key_topic_words(key: str) -> list[str]:
+    """The topic words of a key's parts: `user.role` -> role, job, occupation, 工作, ..."""
+    words: list[str] = []
+    for part in re.split(r"[._:\s]+", key.lower()):
+        for w in _KEY_TOPICS.get(part, ()):
+            if w not in words:
+                words.append(w)
+    return words
+
+
+def memory_search_text(key: str, value: str) -> str:
+    """What full text indexes of a memory: its key's words, the key's topic words and its value."""
+    return search_text(" ".join([key.replace(".", " ").replace("_", " "), *key_topic_words(key), value]))
+
+
 def episode_search_text(summary: str, entities: list[str]) -> str:
     """What full text indexes of an episode: its summary and its named entities."""
     return search_text(" ".join([summary, *entities]))

@@ -92,6 +92,38 @@ def test_episode_text_search_backfills_existing_episodes(services) -> None:
     eng.dispose()
 
 
+def test_memory_search_text_gains_key_topics_and_loses_them_on_downgrade(services) -> None:
+    url = services.create_database("migrations_key_topics")
+    migrate.upgrade(url, "0005_episode_text_search", embedding_dim=8)
+    eng = sa.create_engine(url)
+    with eng.begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO memories (id, namespace, kind, key, value, subject, source, confidence, state, pinned, "
+                "negated, has_conflict, embedding, search_text, backend, embedding_model, created_at, updated_at, "
+                "last_verified_at, state_changed_at, access_count) VALUES (gen_random_uuid(), 'ns', 'profile', "
+                "'user.role', '用户在市一院 ICU 当护士', 'user', 'user', 0.8, 'active', false, false, false, "
+                "'[1,0,0,0,0,0,0,0]', 'user role 用户 在 市 一院 icu 当 护士', 'test', 'test', "
+                "now(), now(), now(), now(), 0)"
+            )
+        )
+
+    def matches(word: str) -> int:
+        with eng.connect() as conn:
+            return conn.execute(
+                sa.text("SELECT count(*) FROM memories WHERE content_tsv @@ plainto_tsquery('simple', :w)"), {"w": word}
+            ).scalar_one()
+
+    assert matches("工作") == 0
+    migrate.upgrade(url, embedding_dim=8)
+    assert matches("工作") == 1  # the key's topic word, through the generated tsvector
+    assert matches("护士") == 1  # the value is still indexed
+    migrate.downgrade(url, "0005_episode_text_search", embedding_dim=8)
+    assert matches("工作") == 0
+    assert matches("护士") == 1
+    eng.dispose()
+
+
 def test_audit_history_is_append_only(engine) -> None:
     import uuid
 

@@ -24,7 +24,7 @@ from hindsight.db.repositories import (
     advisory_xact_lock,
 )
 from hindsight.errors import NotFound
-from hindsight.textsearch import search_text
+from hindsight.textsearch import memory_search_text
 from pipeline.reconcile import SOURCE_CONFIDENCE_CAP, reconcile
 from schemas.pipeline import (
     CandidateFact,
@@ -72,10 +72,6 @@ def _existing(row: MemoryRow) -> ExistingMemory:
         negated=row.negated,
         embedding=list(row.embedding) if row.embedding is not None else None,
     )
-
-
-def memory_search_text(key: str, value: str) -> str:
-    return search_text(f"{key.replace('.', ' ').replace('_', ' ')} {value}")
 
 
 @dataclass

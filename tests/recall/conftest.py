@@ -17,7 +17,7 @@ from hindsight.config import RetrievalSettings
 from hindsight.db.models import MemoryRow
 from hindsight.db.recall_repository import clear_caches
 from hindsight.embeddings import cached_embedder
-from hindsight.textsearch import search_text
+from hindsight.textsearch import memory_search_text
 
 
 class MemoEmbedder:
@@ -71,7 +71,7 @@ def add_memory(engine: sa.Engine, namespace: str, embedder):  # type: ignore[no-
             "negated": False,
             "has_conflict": False,
             "embedding": embedder.embed([value])[0],
-            "search_text": search_text(f"{key.replace('.', ' ').replace('_', ' ')} {value}"),
+            "search_text": memory_search_text(key, value),
             "backend": "test",
             "embedding_model": embedder.name,
             "created_at": verified,

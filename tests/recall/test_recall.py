@@ -12,6 +12,7 @@ from hindsight.config import RetrievalSettings
 from hindsight.db.recall_repository import RecallRepository
 from hindsight.errors import InvalidInput
 from hindsight.services.recall import flush_access_counts, recall
+from hindsight.textsearch import key_topic_words, memory_search_text, query_terms, segment
 
 MEMORIES = [
     "我们的数据库是PostgreSQL 15",
@@ -104,6 +105,34 @@ def test_vector_only_hit_shares_no_word(seeded, session_factory, namespace, embe
         found = {h.memory.value: h for h in result.hits}
         assert value in found, [h.memory.value for h in result.hits]
         assert found[value].parts.keyword == 0.0
+
+
+@pytest.mark.parametrize(
+    ("query", "key", "value"),
+    [
+        ("What does the user do for a living?", "user.role", "User is a freelance translator, Spanish to English"),
+        ("用户是做什么工作的？", "user.role", "用户在市一院 ICU 当护士"),
+        ("any hobbies?", "person:maya.hobby", "Maya: I play the cello on weekends"),
+    ],
+)
+def test_a_question_finds_a_memory_by_its_key_topic(
+    add_memory, seeded, session_factory, namespace, embedder, query, key, value
+):  # type: ignore[no-untyped-def]
+    target = add_memory(value, key=key)
+    found = {h.memory.id: h for h in _recall(session_factory, namespace, query, embedder, top_k=20, min_score=0.0).hits}
+    # The question names neither the key nor anything in the value: the key's topic words match it.
+    assert found[target].parts.keyword > 0.0
+    assert not set(query_terms(query)) & set(segment(f"{key.replace('.', ' ')} {value}"))
+
+
+def test_key_topic_words() -> None:
+    assert {"job", "occupation", "工作"} <= set(key_topic_words("user.role"))
+    assert "hobby" in key_topic_words("person:maya.hobby")
+    assert "宠物" in key_topic_words("user.pet")
+    assert key_topic_words("user.memory.m17") == []
+    text = memory_search_text("user.answer_style", "User wants short answers")
+    assert text.startswith("user answer style ")
+    assert "format" in text.split()
 
 
 def test_recency_orders_equal_memories_and_pinning_skips_decay(add_memory, session_factory, namespace, embedder):  # type: ignore[no-untyped-def]
