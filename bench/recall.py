@@ -260,7 +260,7 @@ def load_rows(
     import psycopg
     from pgvector.psycopg import register_vector
 
-    from hindsight.textsearch import search_text
+    from hindsight.textsearch import memory_search_text
 
     rng = random.Random(seed)
     nrng = np.random.default_rng(seed)
@@ -308,7 +308,7 @@ def load_rows(
                         False,
                         False,
                         vec,
-                        search_text(f"{key.replace('.', ' ').replace('_', ' ')} {text}"),
+                        memory_search_text(key, text),  # as the distill writer indexes a memory
                         "bench",
                         "usem3",
                         verified,

@@ -133,6 +133,11 @@ def _is_request(clause: str) -> bool:
     return bool(lx.ZH_REQUEST.search(clause) or lx.EN_REQUEST.search(clause))
 
 
+def _is_decision(clause: str) -> bool:
+    attr = _match_attribute(clause)
+    return attr is not None and attr.name.startswith("decision")
+
+
 def _is_time_bound(clause: str) -> bool:
     return bool(lx.ZH_TIME_TRANSIENT.search(clause) or lx.EN_TIME_TRANSIENT.search(clause))
 
@@ -163,6 +168,10 @@ _GENERIC_EN = frozenset(
         # verbs of the generic tools attribute: the key should name the tool, not the verb
         "use",
         "uses",
+        "let",
+        "let's",
+        "go",
+        "decided",
         "used",
         "using",
         "switched",
@@ -624,8 +633,8 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
             continue
         if _is_question(clause) or _is_time_bound(clause):
             continue
-        if _is_request(clause) and not (explicit or _is_standing(clause)):
-            continue
+        if _is_request(clause) and not (explicit or _is_standing(clause) or _is_decision(clause)):
+            continue  # "let's go with Riverpod" is a decision, not a request
         if ctx.speaker is not None and _addresses_other(clause, ctx):
             continue
         attr = _match_attribute(clause)
@@ -674,6 +683,8 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         key = _key_for(subj, attr, core)
         if key.endswith(".misc") and len(core.split()) <= 4:
             continue  # "I love it", "I loved that": a reaction with nothing to remember
+        if attr.name.startswith("decision") and len(re.sub(r"[\W_]|决定了?|定了|decided", "", core)) < 2:
+            continue  # "决定了，…": the clause that follows says what was decided
         kind = attr.kind if subj.is_user else MemoryKind.relationship if attr.name == "role" else attr.kind
         c = conf - (0.1 if attr.name.endswith(".*") else 0.0) - (0.05 if not subj.is_user else 0.0)
         sep = "，" if has_cjk(core) else ", "

@@ -248,7 +248,17 @@ ATTRIBUTES: list[Attribute] = [
             r"|\b(?:is|are) (?:run|managed|handled|hosted|provided|maintained) by\b|\bprovider\b|\bvendor\b"
         ),
     ),
-    Attribute("decision", K.decision, _zh(r"决定|定下来|定了"), _en(r"\bdecided\b|\bsticking with\b|\bgoing with\b")),
+    Attribute(
+        # What the user settled on, keyed by what it is about ("user.decision.riverpod"): two decisions about
+        # different things never conflict. "那就换 Riverpod" / "let's go with Riverpod" answer a comparison.
+        "decision.*",
+        K.decision,
+        _zh(r"决定|定下来|定了|那就(?:换成?|用|选|改用)|^就(?:换成?|用|选|改用)|选定"),
+        _en(
+            r"\bdecided\b|\bsticking with\b|\bgoing with\b|"
+            r"\b(?:let's|we'll|I'll) (?:go with|stick with|switch to|move to|migrate to)\b"
+        ),
+    ),
     Attribute(
         "pet",
         K.fact,

@@ -302,6 +302,33 @@ def test_a_fan_is_a_preference_not_a_role() -> None:
     assert fan.key.startswith("user.preference.")
 
 
+def test_a_decision_that_answers_a_comparison_is_kept_under_its_own_key() -> None:
+    zh = extract_facts(
+        _transcript(
+            ("user", "Flutter 状态管理 Riverpod 和 Bloc 选哪个？我现在用的是 Provider，想换。"),
+            ("assistant", "Riverpod 更适合你的项目。"),
+            ("user", "行，那就换 Riverpod。"),
+            ("user", "决定了，数据库就用 PostgreSQL。"),
+        )
+    )
+    [riverpod] = _find(zh, "Riverpod")
+    assert riverpod.key == "user.decision.riverpod"
+    assert riverpod.kind.value == "decision"
+    assert not [f for f in zh if f.value.rstrip("。") in ("用户决定了", "用户决定")]  # says nothing itself
+    en = extract_facts(
+        _transcript(
+            ("user", "Should we use Bloc or Riverpod?"),
+            ("assistant", "Riverpod."),
+            ("user", "ok, let's go with Riverpod then. We also decided to host on Fly.io."),
+        )
+    )
+    [go] = _find(en, "Riverpod")
+    assert go.key.startswith("user.decision.")
+    # Two decisions about different things are two memories, never one key that conflicts with itself.
+    assert len({f.key for f in en if f.key.startswith("user.decision.")}) == 2
+    assert not _find(extract_facts(_transcript(("user", "let's go with that"))), "that")  # nothing named
+
+
 def test_one_named_user_is_still_the_user() -> None:
     [city] = _find(extract_facts(_transcript(("user", "I live in Toronto.", "Rosa"))), "Toronto")
     assert city.key == "user.city"
