@@ -891,6 +891,80 @@ def speakers(transcript: Transcript) -> frozenset[str]:
     return names if len(names) >= 2 else frozenset()
 
 
+# --- what a reply leaves out ------------------------------------------------------------------------------
+
+_EN_ASKED_TOPIC_RE = re.compile(
+    r"\b(?:what|which) (?:kind|type|sort|brand|model|make) of ([a-z][a-z-]+)\b|"
+    r"\bwhich ([a-z][a-z-]+) (?:do|are|did|would|will|is)\b",
+    re.I,
+)
+_ZH_ASKED_TOPIC_RE = re.compile(
+    r"(?:什么样的|什么类型的|哪种|哪款|哪一款|什么牌子的)([\u4e00-\u9fff]{1,4}?)(?:呢|吗|啊)?[？?]"
+)
+_EN_BARE_ANSWER_RE = re.compile(r"^(?:mostly|mainly|usually|just|an?)\b", re.I)
+_EN_PRONOUN_ANSWER_RE = re.compile(r"^(?:it's|it is|that's|that is)\s+", re.I)
+_ZH_BARE_ANSWER_RE = re.compile(r"^(?:主要是|一般是|基本是|就是|用的是|是)")
+_ZH_HERE_RE = re.compile(r"((?:[\u4e00-\u9fff]{2,6}))(?:这边|这里|这儿)")
+_ZH_MOVED_HERE_RE = re.compile(r"搬过来|搬来这边|搬到这边|搬到这里|来这边")
+_EN_MOVED_HERE_RE = re.compile(r"\bmoved (?:over )?here\b", re.I)
+_EN_HERE_IN_RE = re.compile(r"\bhere in ((?:[A-Z][a-z]+)(?: [A-Z][a-z]+)?)")
+
+
+def _asked_topic(question: str) -> str | None:
+    """The thing an assistant's last question asks about ("What kind of guitar are you on?" -> guitar)."""
+    last = split_sentences(question)[-1:] or [""]
+    m = _EN_ASKED_TOPIC_RE.search(last[0])
+    if m:
+        return (m.group(1) or m.group(2)).lower()
+    z = _ZH_ASKED_TOPIC_RE.search(last[0])
+    return z.group(1) if z else None
+
+
+def _with_topic(reply: str, topic: str) -> str:
+    """A reply that leaves out what it is about names it: "It's mostly fingerstyle" -> "My guitar is mostly
+    fingerstyle", "主要是尼龙弦的" -> "我的吉他主要是尼龙弦的"."""
+    if topic.lower() in reply.lower():
+        return reply
+    if has_cjk(topic):
+        return f"我的{topic}{reply}" if _ZH_BARE_ANSWER_RE.match(reply) else reply
+    m = _EN_PRONOUN_ANSWER_RE.match(reply)
+    if m:
+        return f"My {topic} is {reply[m.end() :]}"
+    if _EN_BARE_ANSWER_RE.match(reply):  # "Mostly Neovim" -> "My editor is mostly Neovim"
+        return f"My {topic} is {reply[:1].lower()}{reply[1:]}"
+    return reply
+
+
+def _here(texts: list[str]) -> str | None:
+    """Where the user said they are ("深圳南山这边", "here in Lisbon"), from their own earlier turns."""
+    for text in texts:
+        m = _EN_HERE_IN_RE.search(text)
+        if m:
+            return m.group(1)
+        for z in _ZH_HERE_RE.finditer(text):
+            import jieba.posseg as pseg
+
+            places = [w for w, flag in pseg.lcut(z.group(1)) if flag == "ns"]
+            if places:
+                return "".join(places)
+    return None
+
+
+def _resolve_reply(text: str, earlier: list[str], asked: Turn | None) -> str:
+    """Fill in what a user's reply leaves to the conversation: the thing the assistant just asked about,
+    and the place "here" is when the user named it before."""
+    topic = _asked_topic(_clean_turn(asked.content)) if asked is not None else None
+    if topic:
+        first, *rest = split_sentences(text) or [text]
+        text = ("" if has_cjk(text) else " ").join([_with_topic(first, topic), *rest])
+    if _ZH_MOVED_HERE_RE.search(text) or _EN_MOVED_HERE_RE.search(text):
+        place = _here(earlier)
+        if place and place not in text:
+            text = _ZH_MOVED_HERE_RE.sub(f"搬到{place}", text, count=1)
+            text = _EN_MOVED_HERE_RE.sub(f"moved here to {place}", text, count=1)
+    return text
+
+
 def extract_facts(transcript: Transcript) -> list[CandidateFact]:
     """Stable facts of one transcript, attributed to who they are about, secrets never included."""
     ctx = _Context(
@@ -901,6 +975,7 @@ def extract_facts(transcript: Transcript) -> list[CandidateFact]:
         ),
     )
     last_assistant: Turn | None = None
+    earlier: list[str] = []  # the user's turns so far, as resolved
     for turn in transcript.turns:
         if turn.role is Role.assistant:
             last_assistant = turn
@@ -915,6 +990,8 @@ def extract_facts(transcript: Transcript) -> list[CandidateFact]:
         ctx.speaker = turn.name.strip() if ctx.participants and turn.name else None
         if last_assistant is not None and reply_kind(text) == "confirm":
             _lift_confirmed_claims(last_assistant, turn, ctx)
+        text = _resolve_reply(text, earlier, last_assistant)
+        earlier.append(text)
         last_assistant = None
         lang = detect_lang(text)
         for sentence in split_sentences(text):

@@ -329,6 +329,49 @@ def test_a_decision_that_answers_a_comparison_is_kept_under_its_own_key() -> Non
     assert not _find(extract_facts(_transcript(("user", "let's go with that"))), "that")  # nothing named
 
 
+def test_a_reply_names_what_the_assistant_asked_about() -> None:
+    facts = extract_facts(
+        _transcript(
+            ("user", "Any tips for keeping nails in shape for fingerstyle?"),
+            ("assistant", "File them in one direction. What kind of guitar are you on?"),
+            ("user", "It's mostly fingerstyle on a nylon-string these days. I practice 30 minutes every morning."),
+        )
+    )
+    [guitar] = _find(facts, "nylon")
+    assert "guitar" in guitar.value  # "It" is the guitar the assistant asked about
+    [practice] = _find(facts, "30 minutes")
+    assert "guitar" not in practice.value  # only the reply's first sentence answers the question
+    [editor] = _find(
+        extract_facts(
+            _transcript(("assistant", "Which editor do you use?"), ("user", "Mostly Neovim, sometimes VS Code."))
+        ),
+        "Neovim",
+    )
+    assert editor.key == "user.editor"
+    assert "editor is mostly Neovim" in editor.value
+    [zh] = _find(
+        extract_facts(_transcript(("assistant", "你平时弹哪种吉他？"), ("user", "主要是尼龙弦的，指弹为主。"))),
+        "尼龙弦",
+    )
+    assert "吉他" in zh.value
+
+
+def test_moved_here_names_the_place_the_user_said_they_are() -> None:
+    facts = extract_facts(
+        _transcript(
+            ("user", "帮我看看深圳南山这边租一室一厅大概什么价位？"),
+            ("assistant", "你这是准备从南京搬过来吗？"),
+            ("user", "不是准备，我三月份就已经搬过来了，现在住公司附近的青年公寓。"),
+        )
+    )
+    [moved] = [f for f in _active(facts) if f.key == "user.city"]
+    assert "深圳" in moved.value
+    en = extract_facts(
+        _transcript(("user", "Where can I find a quiet cafe here in Lisbon?"), ("user", "I moved here in March."))
+    )
+    assert _find(en, "Lisbon")
+
+
 def test_one_named_user_is_still_the_user() -> None:
     [city] = _find(extract_facts(_transcript(("user", "I live in Toronto.", "Rosa"))), "Toronto")
     assert city.key == "user.city"
