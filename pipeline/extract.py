@@ -18,6 +18,7 @@ from pipeline import extract_lexicon as lx
 from pipeline.secrets import MARKER_RE, describe_secret, redact_secrets
 from pipeline.text import (
     Lang,
+    content_tokens,
     core_negated,
     detect_lang,
     has_change_cue,
@@ -847,10 +848,35 @@ def _tool_observation(turn: Turn, ctx: _Context) -> None:
     )
 
 
+_JOB_KEYS = (".employer", ".role")
+"""Two sides of one job: "工作单位：某会计师事务所（审计助理）" and "我在事务所做审计助理" are one memory."""
+
+
+def _terms(text: str) -> set[str]:
+    return {t for t in content_tokens(text) if len(t) >= (2 if has_cjk(t) else 4) and t not in ("user", "user's")}
+
+
+def _same_job_key(d: _Draft, seen: dict[str, _Draft]) -> str:
+    """The key an earlier draft gave the same job under the sibling attribute, when they share a term."""
+    if not d.key.endswith(_JOB_KEYS):
+        return d.key
+    mine = _terms(" ".join(d.parts))
+    for key, other in seen.items():
+        if (
+            key != d.key
+            and key.endswith(_JOB_KEYS)
+            and other.subject == d.subject
+            and mine & _terms(" ".join(other.parts))
+        ):
+            return key
+    return d.key
+
+
 def _merge_drafts(drafts: list[_Draft]) -> list[CandidateFact]:
     """One fact per key per transcript: clauses about the same thing are parts of one memory."""
     by_key: dict[str, _Draft] = {}
     for d in drafts:
+        d.key = _same_job_key(d, by_key)
         cur = by_key.get(d.key)
         if cur is None:
             by_key[d.key] = _Draft(**{**d.__dict__, "parts": list(d.parts), "turn_ids": list(d.turn_ids)})

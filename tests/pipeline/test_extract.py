@@ -372,6 +372,22 @@ def test_moved_here_names_the_place_the_user_said_they_are() -> None:
     assert _find(en, "Lisbon")
 
 
+def test_one_job_said_twice_is_one_memory() -> None:
+    facts = extract_facts(
+        _transcript(
+            ("user", "帮我看下报名信息：\n工作单位：某会计师事务所（审计助理）"),
+            ("assistant", "格式没问题。"),
+            ("user", "我在事务所做审计助理，忙季天天加班。"),
+        )
+    )
+    [job] = _find(facts, "审计助理")
+    assert job.key == "user.employer"
+    assert job.turn_ids == ["t0", "t2"]
+    # Employer and role that share nothing stay two memories.
+    apart = extract_facts(_transcript(("user", "I work at Stripe. I'm a developer on the payments team.")))
+    assert {"user.employer", "user.role"} <= {f.key for f in apart}
+
+
 def test_one_named_user_is_still_the_user() -> None:
     [city] = _find(extract_facts(_transcript(("user", "I live in Toronto.", "Rosa"))), "Toronto")
     assert city.key == "user.city"
