@@ -421,12 +421,15 @@ def _detect_subject(clause: str, ctx: _Context) -> Subject | None:
 
 
 def _could_be_name(words: str, ctx: _Context) -> bool:
-    """A capitalised word opening a clause is a name unless it is a gerund ("Volunteering is a great way")
-    or a word the same transcript writes in lower case ("Dance is my passion" beside "my dance studio")."""
+    """A capitalised word opening a clause is a name unless it is a gerund ("Volunteering is a great way"),
+    a word the same transcript writes in lower case ("Dance is my passion" beside "my dance studio"), or a
+    word of an attribute's vocabulary ("Pottery")."""
     if " " in words.strip():
         return True  # "Dev Malhotra": two capitalised words
     w = words.strip().removesuffix("'s")
-    return not (w.lower().endswith("ing") and len(w) > 5) and w.lower() not in ctx.lowercase
+    if (w.lower().endswith("ing") and len(w) > 5) or w.lower() in ctx.lowercase:
+        return False
+    return _match_attribute(w.lower()) is None  # "Pottery is my way to relax": a hobby, not a person
 
 
 def _is_person_name(word: str) -> bool:

@@ -92,10 +92,37 @@ ATTRIBUTES: list[Attribute] = [
     Attribute(
         "hobby",
         K.habit,
-        _zh(r"吉他|钢琴|小提琴|画画|绘画|摄影|乐器|唱歌|下棋|钓鱼|书法|手工|烘焙|爱好"),
+        _zh(
+            r"吉他|钢琴|小提琴|画画|绘画|摄影|乐器|唱歌|下棋|钓鱼|书法|手工|烘焙|爱好|陶艺|跳舞|舞蹈|园艺|露营|编织|素描"
+        ),
         _en(
-            r"guitar|piano|violin|drums|painting|photograph|knit|\bchess\b|fishing|hobby|baking|"
-            r"\bplay(?:s|ing)? (?:the )?(?:guitar|piano|violin|drums|electric|bass)"
+            r"guitar|piano|violin|drums|painting|photograph|knit|\bchess\b|fishing|hobby|hobbies|baking|"
+            r"\bplay(?:s|ing)? (?:the )?(?:guitar|piano|violin|drums|electric|bass)|"
+            r"pottery(?! (?:shop|store|business|studio))|\bdanc(?:e|es|ing)\b|\bdrawing\b|sketching|gardening|"
+            r"camping|crochet|sewing|calligraphy|woodworking"
+        ),
+    ),
+    Attribute(
+        "reading",
+        K.preference,
+        _zh(r"看书|读书|小说|阅读|诗集|作家"),
+        _en(r"\bbooks?\b|\bnovels?\b|\breading\b|\bauthor\b|\bpoetry\b|\bpoems?\b"),
+    ),
+    Attribute(
+        "music",
+        K.preference,
+        _zh(r"音乐|听歌|乐队|演唱会|歌手|专辑"),
+        _en(r"\bmusic\b|\bsongs?\b|\bbands?\b|\bconcerts?\b|\bsinging\b|\balbums?\b|\bmusicians?\b|\bsinger\b"),
+    ),
+    Attribute(
+        # What the user means to become: "I want to be a counselor", "我的梦想是开一家书店".
+        "goal",
+        K.profile,  # a life goal holds for years, not a project's weeks
+        _zh(r"梦想|目标是|想成为|想当|打算当|立志"),
+        _en(
+            r"\bmy (?:dream|goal|aim) is\b|\bi(?:'m| am) (?:hoping|planning|aiming) to become\b|"
+            r"\bi (?:want|hope|plan) to (?:become|be an? \w+er\b|work (?:in|as))|"
+            r"\bi'd love to (?:become|work (?:in|as))\b"
         ),
     ),
     Attribute(

@@ -388,6 +388,25 @@ def test_one_job_said_twice_is_one_memory() -> None:
     assert {"user.employer", "user.role"} <= {f.key for f in apart}
 
 
+def test_everyday_life_has_its_own_attributes() -> None:
+    facts = extract_facts(
+        _transcript(
+            ("user", "I'm a big reader, my favourite novel is Becoming Nicole."),
+            ("user", "I mostly listen to classical music like Bach."),
+            ("user", "I want to become a counselor for trans youth."),
+            ("user", "Pottery is my way to relax, I do it every week."),
+            ("user", "我平时喜欢看书，尤其是科幻小说。我的梦想是开一家书店。"),
+        )
+    )
+    keys = {f.key for f in _active(facts)}
+    assert {"user.reading", "user.music", "user.goal", "user.hobby"} <= keys
+    [zh_goal] = [f for f in _active(facts) if f.key == "user.goal"]
+    assert "书店" in zh_goal.value or "counselor" in zh_goal.value
+    # A shop that sells pottery is a project, not a hobby.
+    [shop] = _find(extract_facts(_transcript(("user", "I run a pottery shop on Etsy."))), "pottery")
+    assert shop.key != "user.hobby"
+
+
 def test_one_named_user_is_still_the_user() -> None:
     [city] = _find(extract_facts(_transcript(("user", "I live in Toronto.", "Rosa"))), "Toronto")
     assert city.key == "user.city"
