@@ -302,7 +302,8 @@ ATTRIBUTES: list[Attribute] = [
         # like/love/hate/enjoy/want only with a first-person subject: "I really love X" is a preference,
         # "unconditional love is so important" and "love the colors!" are not.
         _en(
-            r"\bprefer|can't stand|favou?rite|\b(?:I'm|I am|we're) (?:a |such a )?(?:big |huge )?fans? of\b|"
+            r"\bprefer|can't stand|favou?rite|\bfave\b|\bfav\b|"
+            r"\b(?:I'm|I am|we're) (?:a |such a )?(?:big |huge )?fans? of\b|"
             r"\b(?:I|we|I'd|we'd)\b(?:\s+[\w']+){0,3}?\s+"
             r"(?:like|love|hate|enjoy|enjoyed|loved|want|wanna)\b"
         ),
