@@ -71,6 +71,7 @@ class AccessRecorder:
         self._interval = interval
         self._pending: dict[Engine, dict[uuid.UUID, list[Any]]] = {}
         self._lock = threading.Lock()
+        self._writing = threading.Lock()  # held while a batch is written: flush() returns after it lands
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -87,19 +88,22 @@ class AccessRecorder:
                 atexit.register(self.flush)
 
     def flush(self) -> int:
-        """Write every pending count now; returns how many memories were updated."""
-        with self._lock:
-            pending, self._pending = self._pending, {}
-        written = 0
-        for engine, batch in pending.items():
-            counts = [(i, n, at) for i, (n, at) in batch.items()]
-            try:
-                with Session(engine) as session, session.begin():
-                    RecallRepository(session).add_access_counts(counts)
-                written += len(counts)
-            except Exception as exc:  # a statistics write must never break recall
-                log.warning("recall.access_counts.failed", error=str(exc)[:500], memories=len(counts))
-        return written
+        """Write every pending count now; returns how many memories were updated. When the thread is writing
+        a batch at that moment, this waits for that batch too, so every count added before the call is in the
+        database when it returns."""
+        with self._writing:
+            with self._lock:
+                pending, self._pending = self._pending, {}
+            written = 0
+            for engine, batch in pending.items():
+                counts = [(i, n, at) for i, (n, at) in batch.items()]
+                try:
+                    with Session(engine) as session, session.begin():
+                        RecallRepository(session).add_access_counts(counts)
+                    written += len(counts)
+                except Exception as exc:  # a statistics write must never break recall
+                    log.warning("recall.access_counts.failed", error=str(exc)[:500], memories=len(counts))
+            return written
 
     def _run(self) -> None:
         while True:

@@ -231,6 +231,30 @@ def test_access_counts_increase(seeded, session_factory, namespace, embedder, en
     assert third.hits[0].memory.access_count == 3
 
 
+def test_flush_waits_for_a_batch_the_thread_is_writing(add_memory, engine, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import threading
+    import time
+
+    from hindsight.services import recall as recall_module
+
+    target = add_memory("User keeps bees")
+    writing, real = threading.Event(), RecallRepository.add_access_counts
+
+    def slow(self, counts):  # type: ignore[no-untyped-def]
+        writing.set()
+        time.sleep(0.5)  # the thread is inside its write when flush() is called
+        return real(self, counts)
+
+    monkeypatch.setattr(RecallRepository, "add_access_counts", slow)
+    recorder = recall_module.AccessRecorder(interval=0.01)
+    recorder.add(engine, [target], datetime.now(UTC))
+    assert writing.wait(5)
+    recorder.flush()  # nothing is pending any more: it must still wait for the thread's batch
+    with engine.connect() as conn:
+        count = conn.execute(sa.text("SELECT access_count FROM memories WHERE id = :id"), {"id": target}).scalar_one()
+    assert count == 1
+
+
 def test_access_counts_are_written_without_an_explicit_flush(seeded, session_factory, namespace, embedder, engine):  # type: ignore[no-untyped-def]
     from tests.conftest import wait_for
 
