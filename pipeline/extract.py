@@ -139,6 +139,18 @@ def _is_decision(clause: str) -> bool:
     return attr is not None and attr.name.startswith("decision")
 
 
+_THE_ONE_RE = re.compile(r"^(?:that's|that is|this is|it's|it is) the one\b", re.I)
+_LAST_NP_RE = re.compile(r"\b((?:the|my|our|this|that) (?:[\w-]+ ){0,2}[\w-]+)$", re.I)
+
+
+def _the_one(clause: str, previous: str) -> str:
+    """ "add a section on the ledger service, that's the one I personally own": "the one" is what the clause
+    before named, even when that clause was a request."""
+    m = _THE_ONE_RE.match(clause)
+    np = _LAST_NP_RE.search(previous.strip(" ,;.!")) if m else None
+    return f"{np.group(1)} is the one{clause[m.end() :]}" if m and np else clause
+
+
 def _is_time_bound(clause: str) -> bool:
     return bool(lx.ZH_TIME_TRANSIENT.search(clause) or lx.EN_TIME_TRANSIENT.search(clause))
 
@@ -631,8 +643,9 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
     groups: list[tuple[Subject, lx.Attribute | None, list[str]]] = []
     subject: Subject | None = None
     pending: list[str] = []  # attribute-less clauses waiting for the group they belong to
+    previous = ""
     for raw in split_clauses(sentence):
-        clause = _strip_discourse(raw)
+        clause, previous = _the_one(_strip_discourse(raw), previous), raw
         if not clause or _is_smalltalk(clause):
             continue
         if _is_question(clause) or _is_time_bound(clause):

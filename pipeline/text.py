@@ -64,12 +64,16 @@ def has_cjk(text: str) -> bool:
 
 _CODE_BLOCK_RE = re.compile(r"```.*?(```|$)", re.S)
 # Sentence ends: Chinese terminators always; ASCII ones only before a space/end so "3.12" and "e.g." survive.
-_SENT_RE = re.compile(r"(?<=[。！？!?；;])\s*|(?<=\.)\s+(?=[A-Z\"'(\u4e00-\u9fff]|$)|\n+|(?<=[…])\s*")
+# Chat often starts a sentence in lower case ("rotating them. this is for my shop"): a period after a word of
+# two or more lower-case letters ends a sentence before a lower-case word too.
+_SENT_RE = re.compile(
+    r"(?<=[。！？!?；;])\s*|(?<=\.)\s+(?=[A-Z\"'(\u4e00-\u9fff]|$)|(?<=[a-z]{2}\.)\s+(?=[a-z])|\n+|(?<=[…])\s*"
+)
 # A redaction marker's colon ("[REDACTED:password]") is not a clause boundary.
 _ZH_CLAUSE_RE = re.compile(r"[，,、]\s*|(?<!\[REDACTED)[：:]\s*|\s+[—–-]{1,2}\s+|——")
 _EN_CLAUSE_RE = re.compile(
     r",\s+(?:but|so|though|although)\s+|,\s+(?=(?:and I|and we|and my|because|since|while|which)\b)"
-    r"|,\s+(?=(?:I|I'm|I've|I'd|I'll|we|we're|my|our|she|he|they|it's|it is)\b)"
+    r"|,\s+(?=(?:I|I'm|I've|I'd|I'll|we|we're|my|our|she|he|they|it's|it is|that's|that is)\b)"
     r"|\s+(?:but|though|although)\s+(?=\w)"
     r"|\s*:\s+|\s+[—–-]{1,2}\s+|—"
 )

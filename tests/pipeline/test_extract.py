@@ -407,6 +407,15 @@ def test_everyday_life_has_its_own_attributes() -> None:
     assert shop.key != "user.hobby"
 
 
+def test_the_one_is_what_the_clause_before_named() -> None:
+    facts = extract_facts(
+        _transcript(("user", "add a section on the ledger service, that's the one I personally own. it's in Go"))
+    )
+    [own] = _find(facts, "ledger")
+    assert "owns" in own.value
+    assert own.subject == "user"
+
+
 def test_one_named_user_is_still_the_user() -> None:
     [city] = _find(extract_facts(_transcript(("user", "I live in Toronto.", "Rosa"))), "Toronto")
     assert city.key == "user.city"

@@ -32,6 +32,18 @@ def test_split_sentences_keeps_versions_and_titles() -> None:
     ]
 
 
+def test_a_chat_sentence_may_start_in_lower_case() -> None:
+    assert split_sentences("ugh ok rotating them. this is for my pottery shop's site") == [
+        "ugh ok rotating them.",
+        "this is for my pottery shop's site",
+    ]
+    # Abbreviations, initials and versions still hold together.
+    assert split_sentences("I like fruit, e.g. apples. Call me at 9 a.m. tomorrow, on v2.1 now.") == [
+        "I like fruit, e.g. apples.",
+        "Call me at 9 a.m. tomorrow, on v2.1 now.",
+    ]
+
+
 def test_split_clauses_chinese_and_english() -> None:
     assert split_clauses("我住在杭州，今天有点累。") == ["我住在杭州", "今天有点累"]
     assert split_clauses("密码是 [REDACTED:password]：别外传") == ["密码是 [REDACTED:password]", "别外传"]
