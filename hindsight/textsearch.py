@@ -117,7 +117,7 @@ _STOPWORD_TEXT = """
     things like user users
     的 了 吗 呢 吧 啊 呀 是 在 和 与 及 或 就 都 也 还 又 而 但 把 被 给 对 从 向 让 我 我们 你 你们 他 她 它 他们
     她们 它们 这 那 这个 那个 这些 那些 什么 怎么 怎样 哪 哪个 哪些 哪里 哪儿 谁 为什么 多少 几 吗 么 呢 一个 有 没有
-    是不是 请 告诉 知道 记得 一下 用户
+    是不是 请 告诉 知道 记得 一下 用户 做 干 搞
 """
 _QUERY_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 

@@ -130,6 +130,9 @@ def test_key_topic_words() -> None:
     assert "hobby" in key_topic_words("person:maya.hobby")
     assert "宠物" in key_topic_words("user.pet")
     assert key_topic_words("user.memory.m17") == []
+    # 做/干/搞 are Chinese's "do": no topic of their own, like "do" in "what do you do".
+    assert query_terms("用户是做什么工作的？") == ["工作"]
+    assert query_terms("what does the user do for work") == ["work"]
     text = memory_search_text("user.answer_style", "User wants short answers")
     assert text.startswith("user answer style ")
     assert "format" in text.split()
