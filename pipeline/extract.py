@@ -1007,6 +1007,65 @@ def _resolve_reply(text: str, earlier: list[str], asked: Turn | None) -> str:
     return text
 
 
+_CREDENTIAL_VAR_RE = re.compile(
+    r"\b((?:[A-Z][A-Z0-9]*_)*?[A-Z][A-Z0-9]{2,})_(?:SECRET_KEY|API_KEY|SECRET|API_TOKEN|TOKEN|ACCESS_KEY(?:_ID)?|"
+    r"WEBHOOK_SECRET|PUBLISHABLE_KEY|CLIENT_ID|CLIENT_SECRET)\s*[=:]"
+)
+_NOT_VENDOR = frozenset(
+    [
+        "APP",
+        "API",
+        "SECRET",
+        "JWT",
+        "SESSION",
+        "DB",
+        "DATABASE",
+        "MY",
+        "PRIVATE",
+        "PUBLIC",
+        "ACCESS",
+        "AUTH",
+        "ENCRYPTION",
+        "SIGNING",
+        "WEBHOOK",
+        "MASTER",
+        "ADMIN",
+        "ROOT",
+        "TEST",
+        "PROD",
+        "DEV",
+        "LOCAL",
+        "STAGING",
+        "NEXT",
+        "VITE",
+        "REACT",
+        "NODE",
+        "SERVER",
+        "CLIENT",
+        "SERVICE",
+        "BACKEND",
+        "FRONTEND",
+        "OAUTH",
+        "USER",
+        "PASSWORD",
+        "CSRF",
+        "COOKIE",
+        "HMAC",
+    ]
+)
+
+
+def _credential_vendors(text: str) -> list[str]:
+    """Services a pasted configuration holds credentials for ("STRIPE_SECRET_KEY=…" -> Stripe): the user's
+    app uses them, whatever the redacted value was."""
+    vendors: list[str] = []
+    for m in _CREDENTIAL_VAR_RE.finditer(text):
+        parts = [p for p in m.group(1).split("_") if p not in _NOT_VENDOR and not p.isdigit()]
+        if parts and parts[-1].capitalize() not in vendors:
+            vendors.append(parts[-1].capitalize() if len(parts[-1]) > 3 else parts[-1])
+    return vendors
+
+
 def extract_facts(transcript: Transcript) -> list[CandidateFact]:
     """Stable facts of one transcript, attributed to who they are about, secrets never included."""
     ctx = _Context(
@@ -1029,6 +1088,8 @@ def extract_facts(transcript: Transcript) -> list[CandidateFact]:
         text = _clean_turn(turn.content)
         if not text:
             continue
+        for vendor in _credential_vendors(redact_secrets(turn.content).text):
+            _add(ctx, "user.stack", MemoryKind.preference, f"I use {vendor}", turn, 0.6, USER, "en")
         ctx.speaker = turn.name.strip() if ctx.participants and turn.name else None
         if last_assistant is not None and reply_kind(text) == "confirm":
             _lift_confirmed_claims(last_assistant, turn, ctx)

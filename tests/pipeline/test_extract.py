@@ -416,6 +416,22 @@ def test_the_one_is_what_the_clause_before_named() -> None:
     assert own.subject == "user"
 
 
+def test_a_pasted_credential_names_a_service_the_user_uses_never_its_value() -> None:
+    secret = "sk_live_51Nq8ZrTfK2pXw9LmQv4Hc7YbJd3sRa0Ue6"
+    facts = extract_facts(
+        _transcript(
+            (
+                "user",
+                f"Webhooks fail in my app. Here's my .env:\nSTRIPE_SECRET_KEY={secret}\nJWT_SECRET=abc\nDATABASE_URL=x",
+            ),
+        )
+    )
+    [stripe] = _find(facts, "Stripe")
+    assert stripe.key == "user.stack"
+    assert not [f for f in facts if secret in f.value or "sk_live" in f.value]
+    assert not _find(facts, "Jwt")  # a generic name is no service
+
+
 def test_one_named_user_is_still_the_user() -> None:
     [city] = _find(extract_facts(_transcript(("user", "I live in Toronto.", "Rosa"))), "Toronto")
     assert city.key == "user.city"
