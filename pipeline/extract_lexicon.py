@@ -143,7 +143,9 @@ ATTRIBUTES: list[Attribute] = [
     Attribute(
         "employer",
         K.profile,
-        _zh(r"公司|单位|入职|跳槽|上班|就职|任职|医院|学校|在.{1,12}工作"),
+        # A hospital or school is where the user works only when the user is there ("在市一院上班"), not when
+        # something was made for one ("给朋友的宠物医院做的预约小程序").
+        _zh(r"公司|单位|入职|跳槽|上班|就职|任职|在.{0,10}(?:医院|学校)|在.{1,12}工作"),
         _en(
             r"\bwork(?:s|ing)? (?:at|for)\b|employer|(?<!'s )\bcompany\b|"
             r"startup|\bstarted at\b|\bjoined\b|\bmy job\b|\bfirm\b"
@@ -289,7 +291,9 @@ ATTRIBUTES: list[Attribute] = [
     Attribute(
         "pet",
         K.fact,
-        _zh(r"猫|狗|宠物|养了?[一两几]?[只条头匹]|仓鼠|兔子|鹦鹉|金鱼|乌龟|柯基|金毛|泰迪|哈士奇|柴犬|布偶|英短"),
+        _zh(
+            r"猫|狗|宠物(?!医院|店|用品|食品)|养了?[一两几]?[只条头匹]|仓鼠|兔子|鹦鹉|金鱼|乌龟|柯基|金毛|泰迪|哈士奇|柴犬|布偶|英短"
+        ),
         _en(
             r"\bcats?\b|\bdogs?\b|\bpets?\b|\bkittens?\b|\bpupp(?:y|ies)\b|\bhamsters?\b|\brabbits?\b|"
             r"\bparrots?\b|\bturtles?\b|\bgoldfish\b|\b(?:beagle|labrador|retriever|poodle|corgi|terrier|husky)s?\b"
@@ -451,7 +455,10 @@ EN_MOOD = re.compile(
     re.I,
 )
 ZH_REQUEST = re.compile(
-    r"^(?:你)?(?:帮我|帮忙|请你?|麻烦|给我|你帮|你给|推荐|列一下|列个|写个|写一|写条|写封|写段|看看|看下|看一下|查一下|"
+    # "给我朋友的宠物医院做的…" is for the user's friend, not "give me": 给我 before a relation is no request.
+    r"^(?:你)?(?:帮我|帮忙|请你?|麻烦|给我(?!"
+    + "|".join(ZH_RELATIONS)
+    + r")|你帮|你给|推荐|列一下|列个|写个|写一|写条|写封|写段|看看|看下|看一下|查一下|"
     r"查查|搜一下|搜搜|算一下|翻译|改一下|改成|订|打开|读一下|顺便帮|能不能|可不可以|能否|想问|问下|问一下|告诉我|"
     r"说说|讲讲|讲个|来个|再来|再写|再改|再搜|再看|总结|解释一下|比较一下)|"
     r"^给我(?=[写列发做找推荐看讲说来一])|(?:一点|一些|点儿)$|^再.{1,6}点$|(?:就行|就好|即可)$"

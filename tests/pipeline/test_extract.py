@@ -432,6 +432,17 @@ def test_a_pasted_credential_names_a_service_the_user_uses_never_its_value() -> 
     assert not _find(facts, "Jwt")  # a generic name is no service
 
 
+def test_something_made_for_a_friends_pet_hospital_is_a_project_detail() -> None:
+    facts = extract_facts(
+        _transcript(("user", "就是那个小程序，给我朋友的宠物医院做的预约挂号，后端直接用微信云开发。"))
+    )
+    [project] = [f for f in _active(facts) if f.key == "user.project"]
+    assert "宠物医院" in project.value  # "给我朋友的…" is for the friend, not a "give me" request
+    assert not [f for f in facts if f.key in ("user.pet", "user.employer")]  # a pet hospital is neither
+    [nurse] = _find(extract_facts(_transcript(("user", "我在市第一医院上班。"))), "医院")
+    assert nurse.key == "user.employer"
+
+
 def test_one_named_user_is_still_the_user() -> None:
     [city] = _find(extract_facts(_transcript(("user", "I live in Toronto.", "Rosa"))), "Toronto")
     assert city.key == "user.city"
