@@ -134,9 +134,13 @@ def _is_request(clause: str) -> bool:
     return bool(lx.ZH_REQUEST.search(clause) or lx.EN_REQUEST.search(clause))
 
 
+_DECISION = next(a for a in lx.ATTRIBUTES if a.name.startswith("decision"))
+
+
 def _is_decision(clause: str) -> bool:
-    attr = _match_attribute(clause)
-    return attr is not None and attr.name.startswith("decision")
+    """ "let's go with Postgres" decides, whichever attribute ends up keying it (here `database`)."""
+    pattern = _DECISION.zh if has_cjk(clause) else _DECISION.en
+    return bool(pattern and pattern.search(clause))
 
 
 _THE_ONE_RE = re.compile(r"^(?:that's|that is|this is|it's|it is) the one\b", re.I)
@@ -422,7 +426,11 @@ def _detect_subject(clause: str, ctx: _Context) -> Subject | None:
     if re.match(r"^they\b", c, re.I):
         return OTHERS
     m3 = _EN_NAME_SUBJECT_RE.match(c)
-    if m3 and m3.group(1).split()[0] not in _EN_NOT_NAMES and _could_be_name(m3.group(1), ctx):
+    if (
+        m3
+        and m3.group(1).split()[0] not in _EN_NOT_NAMES
+        and (_could_be_name(m3.group(1), ctx) or _IS_MY_RELATION_RE.match(m3.group(2)))
+    ):
         rest = m3.group(2)
         possessive_is = c[len(m3.group(1)) :].startswith("'s ") and re.match(r"(?:in|at|on|a|an|the|\d)\b", rest)
         if possessive_is or lx.EN_PERSON_VERBS.match(rest):
@@ -430,6 +438,13 @@ def _detect_subject(clause: str, ctx: _Context) -> Subject | None:
     if re.search(r"\b(?:I|I'm|I've|I'd|I'll|my|me|we|we're|our|us)\b", c):
         return USER
     return None
+
+
+_IS_MY_RELATION_RE = re.compile(
+    r"^is (?:my|our) (?:\w+ )?(?:" + "|".join(sorted(map(re.escape, lx.EN_RELATIONS), key=len, reverse=True)) + r")\b",
+    re.I,
+)
+"""'Will is my brother', 'Irving is our lawyer': a person whatever the word's other uses."""
 
 
 def _could_be_name(words: str, ctx: _Context) -> bool:
@@ -802,6 +817,9 @@ _ADVICE_RE = re.compile(
 )
 
 
+_WH_RE = re.compile(r"哪|什么|怎么|怎样|多少|几[个岁年次点]|谁|\b(?:which|what|how|who|where|when|why)\b", re.I)
+
+
 def _lift_confirmed_claims(assistant: Turn, user: Turn, ctx: _Context) -> None:
     """An assistant guess about the user, confirmed by the user's next turn, becomes a user fact."""
     text = _clean_turn(assistant.content)
@@ -810,6 +828,8 @@ def _lift_confirmed_claims(assistant: Turn, user: Turn, ctx: _Context) -> None:
         claim = re.sub(r"吧$|吗$", "", claim).strip()
         if not (_ZH_CLAIM_RE.search(claim) or _EN_CLAIM_RE.search(claim)) or _ADVICE_RE.search(claim):
             continue
+        if _WH_RE.search(claim):
+            continue  # "你弹哪种吉他？" asks; "yes" to it confirms nothing
         attr = _match_attribute(claim)
         if attr is None or attr.name.endswith(".*"):
             continue
@@ -944,8 +964,13 @@ _ZH_ASKED_TOPIC_RE = re.compile(
     r"(?:什么样的|什么类型的|哪种|哪款|哪一款|什么牌子的)([\u4e00-\u9fff]{1,4}?)(?:呢|吗|啊)?[？?]"
 )
 _EN_BARE_ANSWER_RE = re.compile(r"^(?:mostly|mainly|usually|just|an?)\b", re.I)
-_EN_PRONOUN_ANSWER_RE = re.compile(r"^(?:it's|it is|that's|that is)\s+", re.I)
-_ZH_BARE_ANSWER_RE = re.compile(r"^(?:主要是|一般是|基本是|就是|用的是|是)")
+# "It's fine", "That's a good question" answer nothing about the thing asked.
+_EN_PRONOUN_ANSWER_RE = re.compile(
+    r"^(?:it's|it is|that's|that is)\s+(?!(?:fine|ok|okay|great|good|true|right|correct|not|hard|a good|a great|"
+    r"interesting|weird|strange|up to|complicated)\b)",
+    re.I,
+)
+_ZH_BARE_ANSWER_RE = re.compile(r"^(?:主要是|一般是|基本是|就是|用的是|是(?![的啊吧呀嘛]))")
 _ZH_HERE_RE = re.compile(r"((?:[\u4e00-\u9fff]{2,6}))(?:这边|这里|这儿)")
 _ZH_MOVED_HERE_RE = re.compile(r"搬过来|搬来这边|搬到这边|搬到这里|来这边")
 _EN_MOVED_HERE_RE = re.compile(r"\bmoved (?:over )?here\b", re.I)
@@ -1088,9 +1113,9 @@ def extract_facts(transcript: Transcript) -> list[CandidateFact]:
         text = _clean_turn(turn.content)
         if not text:
             continue
+        ctx.speaker = turn.name.strip() if ctx.participants and turn.name else None
         for vendor in _credential_vendors(redact_secrets(turn.content).text):
             _add(ctx, "user.stack", MemoryKind.preference, f"I use {vendor}", turn, 0.6, USER, "en")
-        ctx.speaker = turn.name.strip() if ctx.participants and turn.name else None
         if last_assistant is not None and reply_kind(text) == "confirm":
             _lift_confirmed_claims(last_assistant, turn, ctx)
         text = _resolve_reply(text, earlier, last_assistant)

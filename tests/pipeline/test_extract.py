@@ -277,6 +277,28 @@ def test_a_word_opening_a_sentence_is_not_a_person() -> None:
     assert dev.subject == "person:dev_malhotra"
 
 
+def test_a_common_word_that_is_someones_relation_is_still_a_name() -> None:
+    facts = extract_facts(_transcript(("user", "I will call him later. Will is my brother, he runs a bakery.")))
+    assert [f for f in facts if f.subject == "person:will"]
+
+
+def test_a_reply_that_answers_nothing_gets_no_topic() -> None:
+    editor = extract_facts(
+        _transcript(("assistant", "Which editor do you use?"), ("user", "That's a good question, I switch a lot."))
+    )
+    assert not [f for f in editor if f.key == "user.editor"]
+    # "是的" to a question asks nothing back: no claim is lifted from "你弹哪种吉他？".
+    assert not extract_facts(_transcript(("assistant", "你弹哪种吉他？"), ("user", "是的，我弹了十年了。")))
+
+
+def test_a_decision_keyed_by_its_own_attribute_is_still_kept() -> None:
+    facts = extract_facts(
+        _transcript(("user", "MySQL or Postgres?"), ("assistant", "Postgres."), ("user", "ok, let's go with Postgres."))
+    )
+    [db] = _find(facts, "Postgres")
+    assert db.key == "user.database"
+
+
 def test_short_brief_and_detail_name_an_answer_style_only_about_answers() -> None:
     facts = extract_facts(
         _transcript(
@@ -428,6 +450,10 @@ def test_a_pasted_credential_names_a_service_the_user_uses_never_its_value() -> 
     )
     [stripe] = _find(facts, "Stripe")
     assert stripe.key == "user.stack"
+    group = extract_facts(
+        _transcript(("user", "hi all", "Ana"), ("user", f"my .env has STRIPE_SECRET_KEY={secret}", "Ben"))
+    )
+    assert [f.key for f in _find(group, "Stripe")] == ["person:ben.stack"]  # the one who pasted it
     assert not [f for f in facts if secret in f.value or "sk_live" in f.value]
     assert not _find(facts, "Jwt")  # a generic name is no service
 
