@@ -1021,9 +1021,9 @@ def _resolve_reply(text: str, earlier: list[str], asked: Turn | None) -> str:
     """Fill in what a user's reply leaves to the conversation: the thing the assistant just asked about,
     and the place "here" is when the user named it before."""
     topic = _asked_topic(_clean_turn(asked.content)) if asked is not None else None
-    if topic:
-        first, *rest = split_sentences(text) or [text]
-        text = ("" if has_cjk(text) else " ").join([_with_topic(first, topic), *rest])
+    sentences = split_sentences(text)
+    if topic and sentences:
+        text = text.replace(sentences[0], _with_topic(sentences[0], topic), 1)  # the rest as written
     if _ZH_MOVED_HERE_RE.search(text) or _EN_MOVED_HERE_RE.search(text):
         place = _here(earlier)
         if place and place not in text:
@@ -1086,8 +1086,9 @@ def _credential_vendors(text: str) -> list[str]:
     vendors: list[str] = []
     for m in _CREDENTIAL_VAR_RE.finditer(text):
         parts = [p for p in m.group(1).split("_") if p not in _NOT_VENDOR and not p.isdigit()]
-        if parts and parts[-1].capitalize() not in vendors:
-            vendors.append(parts[-1].capitalize() if len(parts[-1]) > 3 else parts[-1])
+        name = (parts[-1].capitalize() if len(parts[-1]) > 3 else parts[-1]) if parts else ""  # Stripe, AWS
+        if name and name not in vendors:
+            vendors.append(name)
     return vendors
 
 

@@ -363,6 +363,14 @@ def test_a_reply_names_what_the_assistant_asked_about() -> None:
     assert "guitar" in guitar.value  # "It" is the guitar the assistant asked about
     [practice] = _find(facts, "30 minutes")
     assert "guitar" not in practice.value  # only the reply's first sentence answers the question
+    lines = extract_facts(
+        _transcript(
+            ("assistant", "What kind of database do you run?"),
+            ("user", "It's Postgres 16\nI usually run 5 km before work"),
+        )
+    )
+    [db] = [f for f in lines if f.key == "user.database"]
+    assert "5 km" not in db.value  # the line break still ends the answer
     [editor] = _find(
         extract_facts(
             _transcript(("assistant", "Which editor do you use?"), ("user", "Mostly Neovim, sometimes VS Code."))
@@ -456,6 +464,8 @@ def test_a_pasted_credential_names_a_service_the_user_uses_never_its_value() -> 
     assert [f.key for f in _find(group, "Stripe")] == ["person:ben.stack"]  # the one who pasted it
     assert not [f for f in facts if secret in f.value or "sk_live" in f.value]
     assert not _find(facts, "Jwt")  # a generic name is no service
+    aws = extract_facts(_transcript(("user", "AWS_ACCESS_KEY_ID=AKIA1\nAWS_SECRET_ACCESS_KEY=abc\nAWS_API_KEY=x")))
+    assert [f.value for f in _find(aws, "AWS")] == ["User uses AWS"]  # once
 
 
 def test_something_made_for_a_friends_pet_hospital_is_a_project_detail() -> None:
