@@ -20,34 +20,23 @@ down_revision: str | None = "0004_episode_hnsw"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-_BATCH = 500
-
 
 def upgrade() -> None:
     from hindsight.textsearch import episode_search_text
+    from migrations.batches import rewrite_column
 
     op.add_column("episodes", sa.Column("search_text", sa.Text, nullable=False, server_default=""))
     op.execute(
         "ALTER TABLE episodes ADD COLUMN content_tsv tsvector "
         "GENERATED ALWAYS AS (to_tsvector('simple', search_text)) STORED"
     )
-    conn = op.get_bind()
-    last = None
-    while True:  # keyset batches: a big table is backfilled without holding every summary in memory
-        rows = conn.execute(
-            sa.text(
-                "SELECT id, summary, entities FROM episodes WHERE (CAST(:last AS uuid) IS NULL OR id > :last) "
-                "ORDER BY id LIMIT :n"
-            ),
-            {"last": last, "n": _BATCH},
-        ).all()
-        if not rows:
-            break
-        conn.execute(
-            sa.text("UPDATE episodes SET search_text = :t WHERE id = :id"),
-            [{"id": r.id, "t": episode_search_text(r.summary, r.entities or [])} for r in rows],
-        )
-        last = rows[-1].id
+    rewrite_column(
+        op.get_bind(),
+        "episodes",
+        "summary, entities",
+        "search_text",
+        lambda r: episode_search_text(r.summary, r.entities or []),
+    )
     op.create_index("ix_episodes_content_tsv", "episodes", ["content_tsv"], postgresql_using="gin")
 
 

@@ -11,9 +11,8 @@ Revises: 0005_episode_text_search
 Create Date: 2026-12-01 11:00
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0006_memory_key_topics"
@@ -21,36 +20,19 @@ down_revision: str | None = "0005_episode_text_search"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-_BATCH = 500
-
-
-def _recompute(text_of: Callable[[str, str], str]) -> None:
-    conn = op.get_bind()
-    last = None
-    while True:  # keyset batches: a big table is rewritten without holding every memory in memory
-        rows = conn.execute(
-            sa.text(
-                "SELECT id, key, value FROM memories WHERE (CAST(:last AS uuid) IS NULL OR id > :last) "
-                "ORDER BY id LIMIT :n"
-            ),
-            {"last": last, "n": _BATCH},
-        ).all()
-        if not rows:
-            break
-        conn.execute(
-            sa.text("UPDATE memories SET search_text = :t WHERE id = :id"),
-            [{"id": r.id, "t": text_of(r.key, r.value)} for r in rows],
-        )
-        last = rows[-1].id
-
 
 def upgrade() -> None:
     from hindsight.textsearch import memory_search_text
+    from migrations.batches import rewrite_column
 
-    _recompute(memory_search_text)
+    rewrite_column(op.get_bind(), "memories", "key, value", "search_text", lambda r: memory_search_text(r.key, r.value))
 
 
 def downgrade() -> None:
     from hindsight.textsearch import search_text
+    from migrations.batches import rewrite_column
 
-    _recompute(lambda key, value: search_text(f"{key.replace('.', ' ').replace('_', ' ')} {value}"))
+    def plain(r):  # type: ignore[no-untyped-def]  # the search text before topic words
+        return search_text(f"{r.key.replace('.', ' ').replace('_', ' ')} {r.value}")
+
+    rewrite_column(op.get_bind(), "memories", "key, value", "search_text", plain)
