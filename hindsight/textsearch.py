@@ -44,6 +44,7 @@ def search_text(text: str) -> str:
 # key and value (never its embedding), so a question finds the memory by what it is about. Keyed by a word
 # of the key ("user.role", "person:maya.hobby", an LLM's "user.occupation"), written once for the topics,
 # never for a conversation.
+_JOB = "role job work works occupation profession career living title 工作 职业 岗位 职位"
 _KEY_TOPICS_TEXT = {
     "name": "name called 名字 姓名 叫",
     "allergy": "allergy allergic allergies 过敏",
@@ -57,9 +58,9 @@ _KEY_TOPICS_TEXT = {
     "hometown": "hometown grew born 老家 家乡 出生",
     "city": "city live lives based home 城市 住 住在 所在",
     "employer": "employer company job work works workplace 公司 单位 工作 上班",
-    "role": "role job work works occupation profession career living title 工作 职业 岗位 职位",
-    "occupation": "role job work occupation profession career living 工作 职业",
-    "job": "role job work occupation profession career living 工作 职业",
+    "role": _JOB,
+    "occupation": _JOB,
+    "job": _JOB,
     "os": "operating system computer 操作系统 系统 电脑",
     "database": "database db 数据库",
     "editor": "editor ide 编辑器",

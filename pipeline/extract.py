@@ -1115,7 +1115,7 @@ def extract_facts(transcript: Transcript) -> list[CandidateFact]:
         if not text:
             continue
         ctx.speaker = turn.name.strip() if ctx.participants and turn.name else None
-        for vendor in _credential_vendors(redact_secrets(turn.content).text):
+        for vendor in _credential_vendors(turn.content):  # names only: no value is ever read
             _add(ctx, "user.stack", MemoryKind.preference, f"I use {vendor}", turn, 0.6, USER, "en")
         if last_assistant is not None and reply_kind(text) == "confirm":
             _lift_confirmed_claims(last_assistant, turn, ctx)
