@@ -24,6 +24,7 @@ from pipeline.text import (
     has_change_cue,
     has_cjk,
     normalize,
+    own_and_shown,
     reply_kind,
     split_clauses,
     split_sentences,
@@ -32,6 +33,8 @@ from pipeline.text import (
 from schemas.pipeline import CandidateFact, MemoryKind, MemoryState, Role, Source, Transcript, Turn
 
 MAX_VALUE_CHARS = 240
+QUOTED_SOURCE = "quoted"
+"""Names material quoted inside a user turn in the observation it may leave (`observation.quoted`)."""
 
 
 @dataclass(frozen=True)
@@ -100,8 +103,10 @@ def _slug(text: str) -> str:
     return s[:32] or "x"
 
 
+# `(?:(?<!\s)\s+)?`, not `\s*`: a whitespace run is entered at its start only; retried from each of its
+# positions, every try rescanned the rest of it (quadratic: 32,000 spaces took ~0.7 s). Same matches.
 _ANNOTATION_RE = re.compile(
-    r"\s*\[(?:shares?|sends?|sent|shows?|image|photo|picture|video|audio|voice|sticker|gif|file|attachment|"
+    r"(?:(?<!\s)\s+)?\[(?:shares?|sends?|sent|shows?|image|photo|picture|video|audio|voice|sticker|gif|file|attachment|"
     r"attached|link|laughs?|smiles?|sighs?|pause|inaudible|crosstalk|图片|照片|表情|语音|视频|文件|链接)\b[^\[\]\n]{0,300}\]",
     re.I,
 )
@@ -112,6 +117,12 @@ something the speaker said. Other brackets ("[Redis, Postgres]", redaction marke
 def _clean_turn(text: str) -> str:
     # Ingest redacts already; redacting again costs little and keeps values safe for direct callers.
     return normalize(_ANNOTATION_RE.sub("", redact_secrets(strip_code(text)).text))
+
+
+def own_and_quoted(text: str) -> tuple[str, list[str]]:
+    """A turn's own words and the material it quotes (pasted e-mails, `>` lines, "she wrote: …"), each cleaned
+    as `_clean_turn` cleans. Quoted text is somebody else's: it is kept out of the speaker's facts."""
+    return own_and_shown(_ANNOTATION_RE.sub("", redact_secrets(strip_code(text)).text))
 
 
 def _strip_discourse(clause: str) -> str:
@@ -723,8 +734,10 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         _add(ctx, key, kind, sep.join(clauses), turn, c, subj, lang, negated=negated)
 
 
+# `\s*+`: with the greeting absent the two `\s*` are adjacent, and backtracking would try every split of a
+# whitespace run between them (quadratic: "," and 4,000 spaces took 0.13 s). Same matches, linear.
 _EN_INTRO_NAME_RE = re.compile(
-    r"(?:^|[.!,]\s*)(?:hi|hello|hey)?[,!]?\s*(?:I'm|I am|this is)\s+"
+    r"(?:^|[.!,]\s*+)(?:hi|hello|hey)?[,!]?\s*(?:I'm|I am|this is)\s+"
     r"((?:[A-Z][a-z]+)(?:\s+[A-Z][a-z]+)?)\b(?!')"
 )
 
@@ -820,19 +833,29 @@ _ADVICE_RE = re.compile(
 _WH_RE = re.compile(r"哪|什么|怎么|怎样|多少|几[个岁年次点]|谁|\b(?:which|what|how|who|where|when|why)\b", re.I)
 
 
+def claim_about_user(sentence: str) -> tuple[str, lx.Attribute] | None:
+    """An assistant's statement of a stable fact about the user ("you're a nurse, right?", "你住在深圳吧？"):
+    the claim without its tag question, and what it is about. None for advice and wh-questions."""
+    claim = re.sub(r"[,，]?\s*(?:对吧|是吧|right|correct|isn't it|aren't you)?\s*[?？]$", "", sentence)
+    claim = re.sub(r"吧$|吗$", "", claim).strip()
+    if not (_ZH_CLAIM_RE.search(claim) or _EN_CLAIM_RE.search(claim)) or _ADVICE_RE.search(claim):
+        return None
+    if _WH_RE.search(claim):
+        return None  # "你弹哪种吉他？" asks; "yes" to it confirms nothing
+    attr = _match_attribute(claim)
+    if attr is None or attr.name.endswith(".*"):
+        return None
+    return claim, attr
+
+
 def _lift_confirmed_claims(assistant: Turn, user: Turn, ctx: _Context) -> None:
     """An assistant guess about the user, confirmed by the user's next turn, becomes a user fact."""
     text = _clean_turn(assistant.content)
     for sentence in split_sentences(text):
-        claim = re.sub(r"[,，]?\s*(?:对吧|是吧|right|correct|isn't it|aren't you)?\s*[?？]$", "", sentence)
-        claim = re.sub(r"吧$|吗$", "", claim).strip()
-        if not (_ZH_CLAIM_RE.search(claim) or _EN_CLAIM_RE.search(claim)) or _ADVICE_RE.search(claim):
+        found = claim_about_user(sentence)
+        if found is None:
             continue
-        if _WH_RE.search(claim):
-            continue  # "你弹哪种吉他？" asks; "yes" to it confirms nothing
-        attr = _match_attribute(claim)
-        if attr is None or attr.name.endswith(".*"):
-            continue
+        claim, attr = found
         lang = detect_lang(claim)
         if has_cjk(claim):
             value = claim.replace("你们", "用户团队").replace("您", "用户").replace("你", "用户")
@@ -852,20 +875,27 @@ _INJECTION_RE = re.compile(
 )
 
 
-def _tool_observation(turn: Turn, ctx: _Context) -> None:
-    """Tool text that tries to talk to the assistant's memory leaves a quarantined, payload-free trace."""
-    text = normalize(turn.content)
+def _tool_observation(turn: Turn, ctx: _Context, text: str | None = None, who: str | None = None) -> None:
+    """Tool text that tries to talk to the assistant's memory leaves a quarantined, payload-free trace.
+
+    Material a user quotes or pastes (an e-mail, a forwarded message) takes the same path: `text` is that
+    material and `who` names it, since it is no more the user speaking than a web page is."""
+    text = normalize(turn.content) if text is None else text
     if not _INJECTION_RE.search(text):
         return
-    name = _slug(turn.name or turn.role.value)
+    who = who or turn.name or turn.role.value
+    name = _slug(who)
     if any(d.key == f"observation.{name}" for d in ctx.drafts):
         return
     lang = detect_lang(text)
-    who = turn.name or turn.role.value
+    if who == QUOTED_SOURCE:
+        origin = "用户引用的内容" if lang == "zh" else "Text the user quoted"
+    else:
+        origin = f"{who} 返回的内容" if lang == "zh" else f"Text from {who}"
     value = (
-        f"{who} 返回的内容里有针对助手记忆的指令，已隔离，未采纳"
+        f"{origin}里有针对助手记忆的指令，已隔离，未采纳"
         if lang == "zh"
-        else f"Text from {who} held instructions aimed at the assistant's memory; quarantined, not adopted"
+        else f"{origin} held instructions aimed at the assistant's memory; quarantined, not adopted"
     )
     ctx.drafts.append(
         _Draft(
@@ -1111,7 +1141,9 @@ def extract_facts(transcript: Transcript) -> list[CandidateFact]:
             if turn.role is Role.tool:
                 _tool_observation(turn, ctx)
             continue
-        text = _clean_turn(turn.content)
+        text, quoted = own_and_quoted(turn.content)
+        if quoted:
+            _tool_observation(turn, ctx, "\n".join(quoted), QUOTED_SOURCE)
         if not text:
             continue
         ctx.speaker = turn.name.strip() if ctx.participants and turn.name else None

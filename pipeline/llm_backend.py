@@ -11,6 +11,7 @@ import re
 import unicodedata
 
 from pipeline.base import LLMClient
+from pipeline.extract import own_and_quoted
 from pipeline.prompts.distill_v1 import (
     DEFAULT_MAX_TRANSCRIPT_CHARS,
     PROMPT_VERSION,
@@ -19,7 +20,7 @@ from pipeline.prompts.distill_v1 import (
     build_messages,
 )
 from pipeline.secrets import redact_secrets
-from pipeline.text import strip_invisible
+from pipeline.text import restates_quoted, strip_invisible
 from schemas.pipeline import (
     CandidateFact,
     Distillation,
@@ -109,6 +110,19 @@ def _source_of(turns: list[Turn]) -> Source:
     return Source.user if users else Source.tool
 
 
+def _restates_quoted(value: str, turns: list[Turn]) -> bool:
+    """A "user" fact that only repeats what the user quoted or pasted (an e-mail, "she wrote: …") is that
+    material's, not the user's: the model cannot tell a pasted instruction from one the user gives."""
+    owns: list[str] = []
+    quoted: list[str] = []
+    for turn in turns:
+        if turn.role == Role.user:
+            own, shown = own_and_quoted(turn.content)
+            owns.append(own)
+            quoted += shown
+    return restates_quoted(value, "\n".join(owns), quoted)
+
+
 class LLMBackend:
     """`LanguageBackend` over any `LLMClient`: prompt `distill_v1`, then provenance gates and caps."""
 
@@ -187,6 +201,8 @@ class LLMBackend:
             key=lambda t: t.index,
         )
         source = _source_of(cited)
+        if source == Source.user and _restates_quoted(value, cited):
+            source = Source.tool  # quarantined below, exactly as tool text is
         kind = _kind(raw.kind)
         confidence = _clamp(DEFAULT_CONFIDENCE if raw.confidence is None else raw.confidence)
         state = MemoryState.active

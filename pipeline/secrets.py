@@ -3,6 +3,22 @@
 Only the fact that a secret existed survives (as a `[REDACTED:kind]` marker); the value never does.
 The detectors are shape-based and conservative about ordinary numbers: versions, years, prices and
 phone-length numbers inside normal text are left alone unless they are clearly card/ID shaped.
+
+This runs on the API's request thread for caller-controlled text, so every detector must run in time
+linear in the input. The unbounded patterns run on RE2 (`re2`, google-re2), which guarantees that; RE2
+has no look-around, so "not preceded/followed by" conditions are checked in Python on the neighbouring
+character, and a required-but-kept suffix (the `@` of a URL credential) is consumed and put back.
+Two patterns stay on Python's `re` because every repetition in them is bounded (a card number is at
+most 19 digits), so each start position costs a constant: `_CARD_RE`, and `MARKER_RE`, which has no
+backtracking to do (a literal prefix, then one character class that cannot contain its terminator).
+
+Known differences from the earlier backtracking patterns, all at odd edges:
+- `\\b`, `\\d` are ASCII in RE2: a key glued to a CJK character ("密钥sk-...") is now caught, and a
+  national ID must be written in ASCII digits (its first digit already had to be).
+- IDs and card numbers are matched before the password cues, so a card-shaped password is reported
+  as `card_number` (still redacted), and "密码是 4539 1488 ..." no longer leaks all but the first group.
+- Lone UTF-16 surrogates (which UTF-8 cannot hold, so PostgreSQL could not store them either) are
+  replaced with U+FFFD: matching runs on the UTF-8 bytes of the text.
 """
 
 from __future__ import annotations
@@ -12,6 +28,14 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
+
+import re2  # google-re2: linear-time matching, no backtracking
+
+# RE2's `\s` is ASCII only; Python's also covers \v, \x1c-\x1f, \x85 and the Unicode separators
+# (NBSP, ideographic space U+3000, ...). Spelled out so a secret never runs on across such a space.
+_WS = r"\s\p{Z}\x{0b}\x{1c}-\x{1f}\x{85}"
+_SP = "[" + _WS + "]*"
 
 
 @dataclass(frozen=True)
@@ -28,51 +52,79 @@ def marker(kind: str) -> str:
     return f"[REDACTED:{kind}]"
 
 
+# Applied to already-redacted text; linear on Python's `re` (see the module docstring), and it must accept
+# any str the callers hand it, which RE2 (UTF-8 only) would not for a lone surrogate.
 MARKER_RE = re.compile(r"\[REDACTED:([a-z_]+)\]")
 
-_PRIVATE_KEY_RE = re.compile(
-    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----.*?"
-    r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)",
-    re.S,
+_PRIVATE_KEY_RE = re2.compile(
+    r"(?s)-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----.*?"
+    r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\z)"
 )
-_JWT_RE = re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")
+_JWT_RE = re2.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")
 # Vendor key shapes. Ordered: the more specific prefix wins.
-_API_KEY_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
-    ("api_key", re.compile(r"\bsk-(?:proj-|ant-|live-|test-)?[A-Za-z0-9_\-]{16,}")),
-    ("api_key", re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{12,}")),
-    ("api_key", re.compile(r"\bwhsec_[A-Za-z0-9]{16,}")),
+_API_KEY_PATTERNS: list[tuple[str, Any]] = [
+    ("api_key", re2.compile(r"\bsk-(?:proj-|ant-|live-|test-)?[A-Za-z0-9_\-]{16,}")),
+    ("api_key", re2.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{12,}")),
+    ("api_key", re2.compile(r"\bwhsec_[A-Za-z0-9]{16,}")),
     (
         "github_token",
-        re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}"),
+        re2.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}"),
     ),
-    ("aws_key", re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")),
-    ("slack_token", re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}")),
-    ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_\-]{30,}")),
-    ("api_key", re.compile(r"\bLTAI[0-9A-Za-z]{12,}")),  # Alibaba Cloud AccessKey id
-    ("api_key", re.compile(r"\bglpat-[A-Za-z0-9_\-]{16,}")),
-    ("api_key", re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
+    ("aws_key", re2.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")),
+    ("slack_token", re2.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}")),
+    ("google_api_key", re2.compile(r"\bAIza[0-9A-Za-z_\-]{30,}")),
+    ("api_key", re2.compile(r"\bLTAI[0-9A-Za-z]{12,}")),  # Alibaba Cloud AccessKey id
+    ("api_key", re2.compile(r"\bglpat-[A-Za-z0-9_\-]{16,}")),
+    ("api_key", re2.compile(r"\bhf_[A-Za-z0-9]{30,}")),
 ]
-# Credentials inside URLs: scheme://user:password@host
-_URL_CRED_RE = re.compile(r"(?P<head>\b[a-z][a-z0-9+.\-]*://[^\s:/@'\"]+:)(?P<secret>[^\s@'\"]+)(?=@)", re.I)
+# Each pattern below that redacts only part of its match captures that part as its one group, "secret"
+# (`_sub` hands the callback the group's span; named groups cost a lookup per match in the re2 wrapper).
+# Credentials inside URLs: scheme://user:password@host. The `@` is consumed (no look-ahead in RE2) and
+# kept by the replacement; the password class excludes `@`, so it ends at the first `@` either way.
+_URL_CRED_RE = re2.compile(r"(?i)(?:\b[a-z][a-z0-9+.\-]*://[^" + _WS + r":/@'\"]+:)(?P<secret>[^" + _WS + r"@'\"]+)@")
 # key=value / key: value where the key names a secret (env files, configs, headers).
-_ASSIGN_RE = re.compile(
-    r"(?P<head>\b[A-Za-z0-9_.\-]*(?:secret|token|passwd|password|pwd|api[_-]?key|access[_-]?key|private[_-]?key|"
-    r"auth|credential)[A-Za-z0-9_.\-]*\s*[=:]\s*[\"']?)(?P<secret>[^\s\"',;]{6,})",
-    re.I,
+_ASSIGN_RE = re2.compile(
+    r"(?i)(?:\b[A-Za-z0-9_.\-]*(?:secret|token|passwd|password|pwd|api[_-]?key|access[_-]?key|"
+    r"private[_-]?key|auth|credential)[A-Za-z0-9_.\-]*" + _SP + r"[=:]" + _SP + r"[\"']?)"
+    r"(?P<secret>[^" + _WS + r"\"',;]{6,})"
 )
-# Passwords in prose: 密码是 xxx / 密码：xxx / password is xxx / pw: xxx
-_PASSWORD_PROSE_RE = re.compile(
-    r"(?P<head>(?:密码|口令|密钥|验证码|pin码|PIN码)\s*(?:是|为|:|：|=)\s*|"
-    r"\b(?:password|passcode|passphrase|pw|pwd|pin)\s*(?:is|was|=|:)\s*[\"'“]?)(?P<secret>[^\s\"'”，。,;；]{4,})",
-    re.I,
+
+# Passwords in prose. Two strengths of cue:
+# strong, an explicit "is/=/:/是" after the keyword: 密码是 xxx / password is xxx / pw: xxx / PIN 是 1234, and
+#   "password for|to|of|on <up to four words> is|: xxx" (the router's, the bank account's);
+# weak, only a comma or nothing: "my gmail password, xxx" / 银行卡密码 xxx / wifi密码xxx. A weak cue
+#   redacts only a value shaped like a credential (see `_credential_shaped`), never a plain word, and its
+#   value has no ":" or "/" so a link ("重置密码 https://...") is not taken for one.
+_KW_EN = r"(?:password|passwd|passcode|passphrase|pw|pwd|pin)"
+_KW_ZH = r"(?:密码|口令|密钥|验证码|pin码)"
+# The filler is non-greedy so "password for the router is X is great" stops at the first "is".
+_FOR_WHAT = r"(?:[" + _WS + r"]+(?:for|to|of|on)(?:[" + _WS + r"]+[A-Za-z0-9'’._-]+){1,4}?)?"
+# `\b` on both sides: the "is" ending "this" ("password for this site") is no cue.
+_STRONG_CUE = r"(?:\b(?:is|was)\b|[=:：是为])"
+_PASSWORD_PROSE_RE = re2.compile(
+    r"(?i)(?:" + _KW_ZH + _SP + r"(?:是|为|:|：|=)" + _SP + r"|"
+    r"\b" + _KW_EN + _FOR_WHAT + _SP + _STRONG_CUE + _SP + r"[\"'“]?)"
+    r"(?P<secret>[^" + _WS + r"\"'”，。,;；]{4,})"
 )
-_BEARER_RE = re.compile(r"(?P<head>\bBearer\s+)(?P<secret>[A-Za-z0-9._~+/=\-]{16,})")
-# Chinese resident ID: 6-digit area, birth date 18xx-20xx, 3 digits, check digit/X.
-_CN_ID_RE = re.compile(
-    r"(?<![0-9A-Za-z])[1-9]\d{5}(?:18|19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])\d{3}[\dXx](?![0-9A-Za-z])"
+_PASSWORD_WEAK_RE = re2.compile(
+    r"(?i)(?:\b(?:password|passwd|passcode|passphrase|pin)" + _SP + r"[,，]" + _SP + r"|" + _KW_ZH + r"[ \t\x{3000}]*)"
+    r"(?P<secret>[A-Za-z0-9][!#$%&()*+\-.0-9<=>?@A-Z\[\]^_a-z{|}~]{3,})"
 )
+_BEARER_RE = re2.compile(r"(?:\bBearer[" + _WS + r"]+)(?P<secret>[A-Za-z0-9._~+/=\-]{16,})")
+# Chinese resident ID: 6-digit area, birth date 18xx-20xx, 3 digits, check digit/X. The character before
+# is consumed (kept by the replacement) in place of a look-behind; the one after is checked in Python.
+_CN_ID_RE = re2.compile(
+    r"(?:^|[^0-9A-Za-z])"
+    r"(?P<secret>[1-9][0-9]{5}(?:18|19|20)[0-9]{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12][0-9]|3[01])[0-9]{3}[0-9Xx])"
+)
+# Bounded (at most 19 digits, single-character look-around): constant work per start, so linear on `re`.
 _CARD_RE = re.compile(r"(?<![\d\-])(?:\d[ \-]?){12,18}\d(?![\d\-])")
-_TOKEN_RE = re.compile(r"(?<![A-Za-z0-9_\-/.])[A-Za-z0-9_\-+/]{24,}={0,2}(?![A-Za-z0-9_\-/])")
+# A maximal run of token characters; what may precede and follow it is checked by `token` in redact_secrets.
+_TOKEN_RE = re2.compile(r"[A-Za-z0-9_\-+/]{24,}={0,2}")
+# Byte values, compared with `data[i]`: matching runs on UTF-8 bytes (see `_sub`).
+_ASCII_ALNUM = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+_TOKEN_NEIGHBOUR = _ASCII_ALNUM | frozenset(b"_-/")
+_SNAKE_CASE_RE = re2.compile(r"[a-z]+(?:[_\-][a-z0-9]+)+")
 
 
 # "the password is wrong" talks about a password without containing one.
@@ -106,8 +158,63 @@ _NOT_A_PASSWORD = frozenset(
         "missing",
         "invalid",
         "valid",
+        # Words that open a description of the password rather than the password itself.
+        "also",
+        "just",
+        "only",
+        "very",
+        "really",
+        "always",
+        "never",
+        "usually",
+        "this",
+        "that",
+        "what",
+        "here",
+        "there",
+        "your",
+        "their",
+        "mine",
+        "yours",
+        "easy",
+        "hard",
+        "simple",
+        "secure",
+        "insecure",
+        "safe",
+        "unsafe",
+        "secret",
+        "private",
+        "public",
+        "unknown",
+        "case",
+        "none",
+        "null",
+        "blank",
+        "somewhere",
+        "something",
+        "written",
+        "known",
+        "shown",
+        "hidden",
+        "being",
+        "broken",
+        "stolen",
+        "forgotten",
+        "lost",
+        "gone",
+        "about",
+        "from",
+        "with",
+        "without",
+        "under",
+        "behind",
+        "inside",
     ]
 )
+# Participles and adverbs ("hashed", "expiring", "rarely") describe a password; as lowercase plain words
+# they are prose, not values.
+_PROSE_SUFFIXES = ("ed", "ing", "ly")
 
 
 def _luhn_ok(digits: str) -> bool:
@@ -136,48 +243,142 @@ def _looks_random(token: str) -> bool:
     if classes < 2 or not any(c.isdigit() for c in token):
         return False
     # snake_case / kebab-case identifiers are long but made of words.
-    if re.fullmatch(r"[a-z]+(?:[_\-][a-z0-9]+)+", token):
+    if _SNAKE_CASE_RE.fullmatch(token):
         return False
     return _entropy(token) >= 3.5
 
 
 def _is_card(candidate: str) -> bool:
-    digits = re.sub(r"\D", "", candidate)
+    digits = "".join(c for c in candidate if c.isdecimal())
     if not 13 <= len(digits) <= 19 or len(set(digits)) < 2:
         return False
     return _luhn_ok(digits)
 
 
+def _credential_shaped(value: str) -> bool:
+    """A digit, or a symbol inside a longer value: how a credential differs from a word ("again", "e.g.")."""
+    core = value.strip(".,!?=:;-")
+    return any(c.isdigit() for c in core) or (len(core) >= 6 and not core.isalnum())
+
+
+def _plausible_secret(value: str, *, weak: bool = False) -> bool:
+    """Whether the word after a password cue is the password, not talk about it."""
+    if value.startswith("[REDACTED"):
+        return False
+    plain = value.strip(".!?")
+    if plain.isascii():
+        # Plain lowercase words: "wrong", "hashed", "expiring" describe a password.
+        if plain.isalpha() and (
+            plain.lower() in _NOT_A_PASSWORD or (plain.islower() and plain.endswith(_PROSE_SUFFIXES))
+        ):
+            return False
+    elif not any(c.isdigit() or (c.isascii() and c.isprintable()) for c in value):
+        # Only CJK text after the cue ("密码是不是太长了") is a sentence about the password: passwords are typed
+        # in ASCII (or at least contain a digit).
+        return False
+    return _credential_shaped(value) if weak else True
+
+
+def _utf8(text: str) -> bytes:
+    """`text` as UTF-8, lone surrogates (which UTF-8 cannot hold, nor PostgreSQL store) replaced by U+FFFD."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
+
+
+# A replacement callback: (text, match start, match end, group start, group end) -> what replaces the match.
+# The group is the pattern's one capture group ("secret"), or the whole match for a pattern without one.
+_Repl = Callable[[bytes, int, int, int, int], bytes]
+
+
+def _sub(pattern: Any, repl: _Repl, data: bytes) -> bytes:
+    """`pattern.sub` on UTF-8 bytes, for a pattern with at most one capture group.
+
+    The re2 wrapper's str path re-maps byte offsets to str offsets for every match, and its match
+    objects resolve group names per call: on input packed with short matches that was most of the time.
+    Bytes in, spans out, a plain loop over `finditer`, cut it to a fraction.
+    """
+    grouped = pattern.groups > 0
+    pieces: list[bytes] = []
+    last = 0
+    for m in pattern.finditer(data):
+        start, end = m.span()
+        g_start, g_end = m.span(1) if grouped else (start, end)
+        pieces.append(data[last:start])
+        pieces.append(repl(data, start, end, g_start, g_end))
+        last = end
+    if not pieces:
+        return data
+    pieces.append(data[last:])
+    return b"".join(pieces)
+
+
 def redact_secrets(text: str) -> Redaction:
     """Replace credentials and personal identifiers with `[REDACTED:kind]` markers."""
-    kinds: list[str] = []
+    kinds: dict[str, bytes] = {}  # kind -> its marker, in order of first use
 
-    def note(kind: str) -> str:
-        if kind not in kinds:
-            kinds.append(kind)
-        return marker(kind)
+    def note(kind: str) -> bytes:
+        mark = kinds.get(kind)
+        if mark is None:
+            mark = kinds[kind] = marker(kind).encode()
+        return mark
 
-    def keep_head(kind: str) -> Callable[[re.Match[str]], str]:
-        def repl(m: re.Match[str]) -> str:
-            secret = m.group("secret")
-            if secret.startswith("[REDACTED") or secret.lower().strip(".!") in _NOT_A_PASSWORD:
-                return m.group(0)
-            return m.group("head") + note(kind)
+    def whole(kind: str) -> _Repl:
+        return lambda data, start, end, g_start, g_end: note(kind)
+
+    def secret_part(kind: str, weak: bool = False) -> _Repl:
+        # Only the captured value goes; the cue before it (and a URL's "@" after it) stays.
+        def repl(data: bytes, start: int, end: int, g_start: int, g_end: int) -> bytes:
+            if not _plausible_secret(data[g_start:g_end].decode(), weak=weak):
+                return data[start:end]
+            return data[start:g_start] + note(kind) + data[g_end:end]
 
         return repl
 
-    out = _PRIVATE_KEY_RE.sub(lambda m: note("private_key"), text)
-    out = _JWT_RE.sub(lambda m: note("jwt"), out)
+    def cn_id(data: bytes, start: int, end: int, g_start: int, g_end: int) -> bytes:
+        # In place of the look-ahead: an ID glued to a following letter or digit is part of something longer.
+        if end < len(data) and data[end] in _ASCII_ALNUM:
+            return data[start:end]
+        return data[start:g_start] + note("national_id")
+
+    def card(m: re.Match[str]) -> str:
+        return note("card_number").decode() if _is_card(m.group(0)) else m.group(0)
+
+    def token(data: bytes, start: int, end: int, g_start: int, g_end: int) -> bytes:
+        found = data[start:end]
+        # In place of the look-ahead: padding glued to a following token character gives back one "=".
+        give_back = b""
+        if found.endswith(b"=") and end < len(data) and data[end] in _TOKEN_NEIGHBOUR:
+            found, give_back = found[:-1], b"="
+        # In place of the look-behind: a run right after "." is part of a dotted name or path; only what
+        # follows a "+" inside it (a start the look-behind allowed) may still be a token.
+        lead = b""
+        if start > 0 and data[start - 1] == ord("."):
+            cut = found.find(b"+") + 1
+            if cut == 0 or len(found[cut:].rstrip(b"=")) < 24:
+                return found + give_back
+            lead, found = found[:cut], found[cut:]
+        return lead + (note("token") if _looks_random(found.decode()) else found) + give_back
+
+    out = _utf8(text)
+    out = _sub(_PRIVATE_KEY_RE, whole("private_key"), out)
+    out = _sub(_JWT_RE, whole("jwt"), out)
     for kind, pattern in _API_KEY_PATTERNS:
-        out = pattern.sub(lambda m, k=kind: note(k), out)
-    out = _URL_CRED_RE.sub(keep_head("password"), out)
-    out = _BEARER_RE.sub(keep_head("token"), out)
-    out = _PASSWORD_PROSE_RE.sub(keep_head("password"), out)
-    out = _ASSIGN_RE.sub(keep_head("secret"), out)
-    out = _CN_ID_RE.sub(lambda m: note("national_id"), out)
-    out = _CARD_RE.sub(lambda m: note("card_number") if _is_card(m.group(0)) else m.group(0), out)
-    out = _TOKEN_RE.sub(lambda m: note("token") if _looks_random(m.group(0)) else m.group(0), out)
-    return Redaction(text=out, kinds=kinds)
+        out = _sub(pattern, whole(kind), out)
+    out = _sub(_URL_CRED_RE, secret_part("password"), out)
+    out = _sub(_BEARER_RE, secret_part("token"), out)
+    # IDs and cards before the password cues, so "密码是 4539 1488 0343 6467" loses the whole number, not
+    # only its first group.
+    out = _sub(_CN_ID_RE, cn_id, out)
+    # The card pattern is Python `re` on str (Unicode digits); two extra copies of the text are cheap.
+    out = _CARD_RE.sub(card, out.decode()).encode()
+    out = _sub(_PASSWORD_PROSE_RE, secret_part("password"), out)
+    out = _sub(_ASSIGN_RE, secret_part("secret"), out)
+    out = _sub(_TOKEN_RE, token, out)
+    # Last: a weak cue takes only what no sharper detector already claimed.
+    out = _sub(_PASSWORD_WEAK_RE, secret_part("password", weak=True), out)
+    return Redaction(text=out.decode(), kinds=list(kinds))
 
 
 def has_secret_marker(text: str) -> bool:
