@@ -1,5 +1,6 @@
 """All SQL of hybrid recall: candidates from pgvector and from full text in one statement, provenance, access
-counts, and the few cached facts (pgvector version, namespace sizes, term frequencies) the plan depends on.
+counts, the namespace's own term counts that weight keywords, and the few cached facts (pgvector version,
+namespace sizes) the plan depends on.
 
 Namespace filtering and pgvector's HNSW index (measured in bench/recall.py, figures in BENCHMARKS.md):
 
@@ -103,12 +104,11 @@ class _TTLCache:
 
 _versions = _TTLCache(3600.0)
 _sizes = _TTLCache(_CACHE_SECONDS)
-_term_stats = _TTLCache(300.0)
 
 
 def clear_caches() -> None:
-    """Forget cached namespace sizes, term statistics and the pgvector version (tests, benchmarks)."""
-    for cache in (_versions, _sizes, _term_stats):
+    """Forget cached namespace sizes and the pgvector version (tests, benchmarks)."""
+    for cache in (_versions, _sizes):
         cache.clear()
 
 
@@ -216,30 +216,53 @@ class RecallRepository:
             _sizes.put(key, cached)
         return cached
 
-    def term_frequencies(self, table: str = "memories") -> tuple[dict[str, float], float]:
-        """Share of `table`'s rows (memories or episodes) containing each common lexeme (PostgreSQL's own
-        statistics of `content_tsv`), and the share below which a lexeme is not listed. Empty before the
-        table was first analysed."""
+    def term_counts(self, table: str, namespace: str, terms: Sequence[str]) -> tuple[int, list[int]]:
+        """(rows of `namespace` in `table`, and for each query term how many of those rows contain it).
+
+        Read from `namespace_term_counts`, which triggers keep exact per namespace (migration
+        0007_namespace_term_counts): a term's weight never depends on another namespace's rows, and there is
+        nothing to cache or refresh. A prefix term (textsearch.tsquery_term, `'live':*`) sums the counts of
+        the lexemes it covers, one index range; any other term is parsed as the row's text was and counts at
+        most the rows holding its rarest lexeme (`qx-48213` is indexed as itself, `qx` and `48213`)."""
         assert table in ("memories", "episodes")
-        key = (self._db_key(), table)
-        cached = _term_stats.get(key)
-        if cached is None:
-            row = self.session.execute(
-                text(
-                    "SELECT most_common_elems::text::text[], most_common_elem_freqs FROM pg_stats "
-                    "WHERE schemaname = current_schema() AND tablename = :table AND attname = 'content_tsv'"
-                ),
-                {"table": table},
-            ).first()
-            freqs: dict[str, float] = {}
-            floor = 0.0
-            if row is not None and row[0] and row[1]:
-                elems, values = list(row[0]), list(row[1])
-                freqs = {e: float(f) for e, f in zip(elems, values[: len(elems)], strict=False)}
-                floor = float(values[len(elems)]) if len(values) > len(elems) else min(freqs.values())
-            cached = (freqs, floor)
-            _term_stats.put(key, cached)
-        return cached
+        stems: list[str | None] = []
+        bounds: list[str | None] = []
+        for term in terms:
+            tsq_text, prefix = tsquery_term(term)
+            stem = tsq_text.removesuffix(":*").strip("'") if prefix else ""
+            # Lexemes starting with an ASCII stem sort (bytewise) from the stem up to the stem with its last
+            # letter bumped: `live` <= lexeme < `livf`.
+            stems.append(stem or None)
+            bounds.append(stem[:-1] + chr(ord(stem[-1]) + 1) if stem else None)
+        rows = self.session.execute(
+            text(
+                """
+                SELECT 0 AS i, coalesce((SELECT c.rows FROM namespace_term_counts c
+                                         WHERE c.source = :src AND c.namespace = :ns AND c.lexeme = ''), 0) AS n
+                UNION ALL
+                SELECT q.i, CASE WHEN q.hi IS NOT NULL THEN
+                    (SELECT coalesce(sum(c.rows), 0) FROM namespace_term_counts c
+                     WHERE c.source = :src AND c.namespace = :ns
+                       AND c.lexeme >= q.lo COLLATE "C" AND c.lexeme < q.hi COLLATE "C")
+                ELSE
+                    (SELECT coalesce(min(coalesce(c.rows, 0)), 0)
+                     FROM unnest(tsvector_to_array(to_tsvector('simple', q.term))) AS l(lexeme)
+                     LEFT JOIN namespace_term_counts c
+                       ON c.source = :src AND c.namespace = :ns AND c.lexeme = l.lexeme COLLATE "C")
+                END
+                FROM unnest(CAST(:terms AS text[]), CAST(:los AS text[]), CAST(:his AS text[]))
+                     WITH ORDINALITY AS q(term, lo, hi, i)"""
+            ),
+            {
+                "src": table,
+                "ns": namespace,
+                "terms": list(terms),
+                "los": stems,
+                "his": bounds,
+            },
+        ).all()
+        by_index = {int(i): int(n) for i, n in rows}
+        return by_index[0], [by_index[i + 1] for i in range(len(terms))]
 
     def vector_plan(self, namespace: str, *, want: int, exact_max_rows: int, max_ef: int) -> VectorPlan:
         ns_rows, total = self.sizes(namespace)

@@ -14,7 +14,8 @@ The score of a memory (every part in [0, 1]):
   means the same for every model: a fresh, trusted memory that is just relevant in meaning scores
   (0.5 * 0.9 + 0.2) = 0.65.
 * keyword = the share of the query's informative terms the memory's text contains, each term weighted by
-  its inverse document frequency (from PostgreSQL's statistics of `content_tsv`); the query is segmented
+  its inverse document frequency among the namespace's own memories (counts kept per namespace by
+  triggers, migration 0007: another namespace's writes never move a weight); the query is segmented
   exactly as memories are (jieba for Chinese, hindsight/textsearch.py), and stopwords are dropped.
 * recency = time_decay_factor ** days since last verification; pinned memories keep 1.
 * trust   = confidence x the state's factor (active 1, stale 0.7): at equal relevance stale ranks lower.
@@ -46,8 +47,9 @@ from sqlalchemy.orm import Session
 from hindsight.config import DEFAULT_MODEL_PROFILES, ModelProfile, RetrievalSettings, get_settings
 from hindsight.db.recall_repository import Candidate, RecallRepository
 from hindsight.errors import InvalidInput
-from hindsight.textsearch import query_terms, tsquery_term
+from hindsight.textsearch import query_terms
 from pipeline.base import Embedder
+from schemas.inputs import unstorable_reason
 from schemas.memories import EpisodeRead, MemoryRead, ProvenanceRead
 from schemas.pipeline import MemoryState
 from schemas.recall import EpisodeHit, EpisodeRecallResult, RecallHit, RecallResult, ScoreParts
@@ -132,6 +134,8 @@ def validate_query(query: str) -> str:
         raise InvalidInput("query is empty")
     if len(query) > MAX_QUERY_CHARS:
         raise InvalidInput(f"query has {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
+    if problem := unstorable_reason(query):
+        raise InvalidInput(f"query {problem}")
     return query
 
 
@@ -150,42 +154,37 @@ def _validate(top_k: int | None, states: Sequence[str], min_score: float | None,
 
 
 def term_weights(
-    terms: list[str], frequencies: dict[str, float], floor: float, *, namespace_rows: int, seek_max_rows: int
+    terms: Sequence[str], counts: Sequence[int], namespace_rows: int, *, seek_max_rows: int
 ) -> list[tuple[str, float, bool]]:
     """(term, IDF weight, seek) per query term; weights sum to 1.
 
-    `frequencies` are PostgreSQL's shares of memories containing each common lexeme; a term it does not list
-    is rarer than `floor`. A prefix term (English, see textsearch.tsquery_term) counts every listed lexeme
-    it covers. A term expected in more than `seek_max_rows` of the namespace's memories does not propose
-    candidates (it still scores them). Without statistics every term weighs the same and seeks.
+    `counts[i]` is how many of the namespace's `namespace_rows` rows contain `terms[i]`
+    (RecallRepository.term_counts: the namespace's own rows only, so another namespace's writes never move a
+    weight or a score). The weight is log(1 + rows / count); a term no row contains counts as half a row,
+    rarer than any that is there, and still weighs: a word of the query the namespace never saw makes every
+    match partial. A term in more than `seek_max_rows` rows does not propose candidates (it still scores
+    them). An empty namespace weighs every term the same.
     """
     if not terms:
         return []
-    rare = floor / 2 if floor > 0 else 0.0
-    shares = []
-    for t in terms:
-        text, prefix = tsquery_term(t)
-        if prefix:
-            stem = text.strip("'").removesuffix("':*").strip("'")
-            share = sum(f for lexeme, f in frequencies.items() if lexeme.startswith(stem)) or rare
-        else:
-            share = frequencies.get(t, rare)
-        shares.append(min(1.0, share))
-    if not frequencies:
+    if namespace_rows <= 0:
         return [(t, 1.0 / len(terms), True) for t in terms]
-    raw = [math.log(1.0 + 1.0 / s) if s > 0 else math.log(1.0 + 1.0 / 1e-6) for s in shares]
+    # A prefix term sums the counts of the lexemes it covers, which can exceed the rows (`live`, `lives`).
+    shares = [max(0.5, min(c, namespace_rows)) / namespace_rows for c in counts]
+    raw = [math.log(1.0 + 1.0 / s) for s in shares]
     total = sum(raw)
-    return [(t, r / total, s * namespace_rows <= seek_max_rows) for t, r, s in zip(terms, raw, shares, strict=True)]
+    return [(t, r / total, c <= seek_max_rows) for t, r, c in zip(terms, raw, counts, strict=True)]
 
 
 def _weighted_terms(
-    repo: RecallRepository, table: str, query: str, ns_rows: int, settings: RetrievalSettings
+    repo: RecallRepository, table: str, namespace: str, query: str, settings: RetrievalSettings
 ) -> list[tuple[str, float, bool]]:
-    """The query's terms weighted by their rarity in `table` (memories or episodes)."""
-    freqs, floor = repo.term_frequencies(table)
-    return term_weights(
-        query_terms(query), freqs, floor, namespace_rows=ns_rows, seek_max_rows=settings.keyword_seek_max_rows
-    )
+    """The query's terms weighted by their rarity among the namespace's rows of `table` (memories or episodes)."""
+    terms = query_terms(query)
+    if not terms:
+        return []
+    rows, counts = repo.term_counts(table, namespace, terms)
+    return term_weights(terms, counts, rows, seek_max_rows=settings.keyword_seek_max_rows)
 
 
 def vector_part(cosine: float, profile: ModelProfile | None) -> float:
@@ -262,7 +261,7 @@ def recall(
         threshold = settings.score_threshold
 
     repo = RecallRepository(session)  # type: ignore[arg-type]
-    terms = _weighted_terms(repo, "memories", query, repo.sizes(namespace)[0], settings)
+    terms = _weighted_terms(repo, "memories", namespace, query, settings)
     vector = list(query_vector) if query_vector is not None else embedder.embed([query])[0]
     want = max(settings.candidates, k)
     plan = repo.vector_plan(
@@ -326,7 +325,7 @@ def recall_episodes(
     vector = list(query_vector) if query_vector is not None else embedder.embed([query])[0]
     profile = model_profile(embedder.name)
     repo = RecallRepository(session)  # type: ignore[arg-type]
-    terms = _weighted_terms(repo, "episodes", query, repo.episode_sizes(namespace)[0], settings)
+    terms = _weighted_terms(repo, "episodes", namespace, query, settings)
     rows = repo.episode_candidates(
         namespace,
         vector,

@@ -1,0 +1,77 @@
+"""The per-namespace term counts that weight keywords (migration 0007_namespace_term_counts): the triggers keep
+them equal to a recount of the namespace's rows through inserts, text updates, namespace moves and deletes,
+and recall reads them for exact, identifier and prefix terms."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from hindsight.db.models import MemoryRow
+from hindsight.db.recall_repository import RecallRepository
+from hindsight.services.recall import term_weights
+from hindsight.textsearch import memory_search_text
+
+_KEPT = "SELECT lexeme, rows FROM namespace_term_counts WHERE source = 'memories' AND namespace = :ns"
+_RECOUNT = (
+    "SELECT l.lexeme, count(*) FROM memories m, unnest(tsvector_to_array(m.content_tsv) || ''::text) AS l(lexeme) "
+    "WHERE m.namespace = :ns GROUP BY l.lexeme"
+)
+
+
+def _kept(engine: sa.Engine, ns: str) -> dict[str, int]:
+    with engine.connect() as conn:
+        return {k: int(v) for k, v in conn.execute(sa.text(_KEPT), {"ns": ns}).all()}
+
+
+def _recount(engine: sa.Engine, ns: str) -> dict[str, int]:
+    with engine.connect() as conn:
+        return {k: int(v) for k, v in conn.execute(sa.text(_RECOUNT), {"ns": ns}).all()}
+
+
+def test_counts_follow_every_write(engine, namespace, add_memory) -> None:  # type: ignore[no-untyped-def]
+    ids = [add_memory(v) for v in ("User lives in Berlin", "User lives in Lisbon", "用户住在上海")]
+    add_memory("User prefers green tea", ns=f"{namespace}-other")
+    kept = _kept(engine, namespace)
+    assert kept == _recount(engine, namespace)
+    assert kept[""] == 3
+    assert kept["lives"] == 2
+    assert kept["berlin"] == 1
+
+    with engine.begin() as conn:
+        key = "user.city"
+        conn.execute(
+            sa.update(MemoryRow)
+            .where(MemoryRow.id == ids[0])
+            .values(value="User lives in Kyoto", search_text=memory_search_text(key, "User lives in Kyoto"))
+        )
+        conn.execute(sa.update(MemoryRow).where(MemoryRow.id == ids[1]).values(access_count=5))  # no text change
+        conn.execute(sa.update(MemoryRow).where(MemoryRow.id == ids[2]).values(namespace=f"{namespace}-other"))
+        conn.execute(sa.delete(MemoryRow).where(MemoryRow.id == ids[1]))
+    kept = _kept(engine, namespace)
+    assert kept == _recount(engine, namespace)
+    assert kept[""] == 1
+    assert "berlin" not in kept
+    assert "lisbon" not in kept
+    assert kept["kyoto"] == 1
+    assert _kept(engine, f"{namespace}-other") == _recount(engine, f"{namespace}-other")
+
+    with engine.begin() as conn:
+        conn.execute(sa.delete(MemoryRow).where(MemoryRow.namespace.in_([namespace, f"{namespace}-other"])))
+    assert _kept(engine, namespace) == {}
+    assert _kept(engine, f"{namespace}-other") == {}
+
+
+def test_recall_reads_exact_identifier_and_prefix_terms(  # type: ignore[no-untyped-def]
+    session_factory, namespace, add_memory
+) -> None:
+    for v in ("User lives in Berlin", "User lived in Lisbon", "Ticket QX-48213 is open", "我们的数据库是PostgreSQL"):
+        add_memory(v)
+    add_memory("Ticket QX-48213 is closed", ns=f"{namespace}-other")
+    with session_factory() as s:
+        rows, counts = RecallRepository(s).term_counts("memories", namespace, ["lives", "qx-48213", "数据库", "absent"])
+    # `lives` is the prefix live:* (lives, lived); the ticket counts in this namespace only.
+    assert (rows, counts) == (4, [2, 1, 1, 0])
+    weights = term_weights(["lives", "qx-48213", "数据库", "absent"], counts, rows, seek_max_rows=1)
+    assert abs(sum(w for _, w, _ in weights) - 1.0) < 1e-9
+    assert [seek for *_, seek in weights] == [False, True, True, True]
+    assert weights[0][1] < weights[1][1] == weights[2][1] < weights[3][1]  # common < rare < never seen
