@@ -15,23 +15,26 @@ from typing import Annotated, Any, Literal
 
 import structlog
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy import Engine, text
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.auth import Authenticator, Forbidden, Principal, Unauthorized, bearer
+from api.auth import Authenticator, Forbidden, LoopbackOnly, Principal, Unauthorized, bearer
 from hindsight import __version__
 from hindsight.config import Settings, get_settings
 from hindsight.db.engine import get_engine, read_session, session_scope
 from hindsight.db.repositories import TranscriptRepository
-from hindsight.errors import InvalidInput, NotFound
+from hindsight.errors import InvalidInput, NotFound, TransientError
 from hindsight.logging import configure_logging
+from hindsight.services import erase as erase_service
 from hindsight.services import memories as memory_service
 from hindsight.services import memory_ops
 from hindsight.services.context import ContextBlock, render_context
 from hindsight.services.ingest import publish_transcripts
 from hindsight.services.recall import MAX_QUERY_CHARS, MAX_TOP_K, recall, recall_episodes, validate_query
-from hindsight.services.sessions import SessionStore
+from hindsight.services.sessions import SessionStore, session_store
 from pipeline.base import Embedder
 from schemas.events import (
     NAMESPACE_PATTERN,
@@ -41,6 +44,7 @@ from schemas.events import (
     TranscriptStatus,
     TurnIn,
 )
+from schemas.inputs import json_safe
 from schemas.memories import (
     EpisodeRead,
     EraseResult,
@@ -156,10 +160,22 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
         lifespan=lifespan,
     )
     app.add_middleware(BodyLimit, limit=settings.limits.max_transcript_bytes * 2)
+    # Added last, so it runs first: a request from a rebound DNS name is refused before anything is read.
+    app.add_middleware(LoopbackOnly, enabled=not auth.enabled)
+
+    @app.exception_handler(RequestValidationError)
+    async def _unprocessable(_: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's own handler echoes the input, and fails (500) when it holds NaN or an unpaired surrogate.
+        return JSONResponse(status_code=422, content={"detail": json_safe(jsonable_encoder(exc.errors()))})
 
     @app.exception_handler(InvalidInput)
     async def _invalid(_: Request, exc: InvalidInput) -> JSONResponse:
         return JSONResponse(status_code=422, content={"detail": str(exc)})
+
+    @app.exception_handler(TransientError)
+    async def _unavailable(_: Request, exc: TransientError) -> JSONResponse:
+        # e.g. a session's pending turns could not be handed over yet: nothing was stored, retry the call.
+        return JSONResponse(status_code=503, content={"detail": str(exc)}, headers={"Retry-After": "5"})
 
     @app.exception_handler(memory_ops.StateConflict)
     async def _conflict(_: Request, exc: memory_ops.StateConflict) -> JSONResponse:
@@ -295,7 +311,11 @@ def _routes(app: FastAPI) -> None:
     def append_turn(
         namespace: NamespacePath, session_id: SessionIdPath, turn: TurnIn, state: StateDep
     ) -> dict[str, bool]:
-        """Append a turn to a live session; every `max_turns` turns a turn-threshold event is published."""
+        """Append a turn to a live session; every `max_turns` turns a turn-threshold event is published.
+
+        Secrets are redacted before the turn is stored. A turn over the ingest limits is a 422 and stores
+        nothing; pending turns are published early rather than outgrow a transcript (503, nothing stored,
+        when that hand-over cannot happen yet)."""
         return {"threshold_fired": _sessions(state).append(namespace, session_id, turn)}
 
     @app.get("/v1/namespaces/{namespace}/sessions/{session_id}", response_model=WorkingMemory, tags=["sessions"])
@@ -304,14 +324,15 @@ def _routes(app: FastAPI) -> None:
 
         404 when the session is unknown or expired (`working_memory.ttl_seconds` after its last turn)."""
         store = _sessions(state)
-        if not _session_exists(store, namespace, session_id):
+        if not store.exists(namespace, session_id):
             raise NotFound(f"session {session_id} not found (unknown, or expired after its last turn)")
         turns = [WorkingMemoryTurn.model_validate(t) for t in store.window(namespace, session_id)]
         return WorkingMemory(namespace=namespace, session_id=session_id, turns=turns)
 
     @app.post("/v1/namespaces/{namespace}/sessions/{session_id}/end", tags=["sessions"])
     def end_session(namespace: NamespacePath, session_id: SessionIdPath, state: StateDep) -> dict[str, bool]:
-        """End a session: its remaining turns are published as a conversation-end event."""
+        """End a session: its remaining turns are published as a conversation-end event (dead-lettered, with
+        the reason, if they can never be; 503 and kept for a retry if PostgreSQL cannot take them now)."""
         return {"published": _sessions(state).end(namespace, session_id)}
 
     # -- reading ------------------------------------------------------------------------------------------
@@ -482,44 +503,64 @@ def _routes(app: FastAPI) -> None:
 
     @app.delete("/v1/namespaces/{namespace}/memories/{memory_id}", response_model=EraseResult, tags=["privileged"])
     def erase_memory(namespace: NamespacePath, memory_id: uuid.UUID, state: StateDep, actor: ActorDep) -> EraseResult:
-        """Erase for real: the row, its embedding and provenance, the source turns, episodes quoting them, and
-        its text in the audit history and the log file. A tombstone without content stays."""
-        return memory_ops.erase(
-            state.engine, namespace, memory_ids=[memory_id], actor=actor, log_file=state.settings.log_file
+        """Erase for real (cannot be undone): the row, its embedding and provenance, the source turns, episodes
+        quoting them, and its text in the audit history, sessions and log files. A tombstone without content
+        stays."""
+        return erase_service.erase(
+            state.engine, namespace, memory_ids=[memory_id], actor=actor, outside=_outside(state)
         )
 
     @app.post("/v1/namespaces/{namespace}/erase", response_model=EraseResult, tags=["privileged"])
     def erase_subject(namespace: NamespacePath, body: EraseSubjectIn, state: StateDep, actor: ActorDep) -> EraseResult:
-        """Erase everything of a subject in the namespace: memories whose key starts with `key_prefix` or
-        whose subject is `subject`, as DELETE /memories/{id} does for one."""
+        """Erase everything of a subject in the namespace (cannot be undone): memories whose key starts with
+        `key_prefix` or whose subject is `subject`, as DELETE /memories/{id} does for one, and every transcript
+        turn, episode and working-memory turn of the namespace that names the subject."""
         if not body.key_prefix and not body.subject:
             raise InvalidInput("name a key_prefix or a subject to erase")
-        return memory_ops.erase(
+        return erase_service.erase(
             state.engine,
             namespace,
             key_prefix=body.key_prefix,
             subject=body.subject,
             actor=actor,
-            log_file=state.settings.log_file,
+            outside=_outside(state),
         )
+
+    @app.delete(
+        "/v1/namespaces/{namespace}/transcripts/{transcript_id}", response_model=EraseResult, tags=["privileged"]
+    )
+    def erase_transcript(
+        namespace: NamespacePath, transcript_id: uuid.UUID, state: StateDep, actor: ActorDep
+    ) -> EraseResult:
+        """Erase one transcript (cannot be undone): its turns, its episode and its provenance records go;
+        memories whose only source it was are erased (tombstones stay), the others lose that provenance.
+        404 when the transcript is not in the namespace."""
+        return erase_service.erase_transcript(
+            state.engine, namespace, transcript_id, actor=actor, outside=_outside(state)
+        )
+
+    @app.delete("/v1/namespaces/{namespace}", response_model=EraseResult, tags=["privileged"])
+    def erase_namespace(
+        namespace: NamespacePath,
+        state: StateDep,
+        actor: ActorDep,
+        confirm: Annotated[str, Query(description="The namespace again: this cannot be undone.")],
+    ) -> EraseResult:
+        """Erase the whole namespace (an end user leaving; cannot be undone): every memory, transcript, episode,
+        provenance record and working-memory session, the detail of its audit history, and its log lines.
+        Content-free tombstones and `erased` audit records stay. `confirm` must repeat the namespace (422)."""
+        if confirm != namespace:
+            raise InvalidInput("confirm must repeat the namespace to erase it")
+        return erase_service.erase_namespace(state.engine, namespace, actor=actor, outside=_outside(state))
+
+
+def _outside(state: State) -> erase_service.Outside:
+    """What an erase scrubs after its commit: this API's sessions and every log file of the settings."""
+    return erase_service.Outside(erase_service.log_files(state.settings), _sessions(state))
 
 
 def _sessions(state: State) -> SessionStore:
-    from hindsight.broker import redis_client
-    from hindsight.services.ingest import publish_transcript
-
-    return SessionStore(
-        redis=redis_client(state.redis_url),
-        settings=state.settings.working_memory,
-        publish=lambda event: publish_transcript(event, settings=state.settings, engine=state.engine),
-    )
-
-
-def _session_exists(store: SessionStore, namespace: str, session_id: str) -> bool:
-    # The window key lives until ttl_seconds after the session's last turn.
-    from hindsight.services.sessions import _key
-
-    return bool(store.redis.exists(_key(namespace, session_id, "window")))
+    return session_store(state.settings, redis_url=state.redis_url, engine=state.engine)
 
 
 def app_factory() -> FastAPI:

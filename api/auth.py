@@ -15,7 +15,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
+import json
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from hindsight.config import Settings
 from hindsight.errors import HindsightError
@@ -74,6 +78,71 @@ def _loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def loopback_name(host: str) -> bool:
+    """A name that only ever means this machine: `localhost`, `*.localhost` (RFC 6761), a loopback address.
+
+    Unlike `_loopback` (a bind address, where "" means the default), an empty or missing name is not one."""
+    host = host.strip().rstrip(".").lower()
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not host:
+        return False
+    return host == "localhost" or host.endswith(".localhost") or _loopback(host)
+
+
+def _authority_host(authority: str) -> str:
+    """The host part of a Host header (`example.com:8765`, `[::1]:8765`, `127.0.0.1`)."""
+    authority = authority.strip()
+    if authority.startswith("["):
+        return authority[: authority.find("]") + 1] if "]" in authority else authority
+    return authority.rsplit(":", 1)[0] if authority.count(":") == 1 else authority
+
+
+def loopback_request(host_header: str | None, origin_header: str | None) -> str | None:
+    """Why a request may not reach a no-auth server, or None when it is addressed to this machine.
+
+    With no tokens, the only thing that keeps a web page the user visits from reading or writing memories is
+    that the browser cannot reach the server. DNS rebinding defeats that (attacker.example resolves to
+    127.0.0.1), but the browser still sends `Host: attacker.example`, and `Origin` on cross-site requests."""
+    if host_header is None or not loopback_name(_authority_host(host_header)):
+        return f"Host {host_header!r} is not a loopback name; without auth tokens only local requests are answered"
+    if origin_header is not None:
+        parsed = urlsplit(origin_header.strip())
+        if parsed.scheme not in ("http", "https") or not loopback_name(parsed.hostname or ""):
+            return f"Origin {origin_header!r} is not local; without auth tokens cross-site requests are refused"
+    return None
+
+
+class LoopbackOnly:
+    """ASGI middleware for no-auth mode: 421 for a foreign Host, 403 for a foreign Origin (as the MCP server
+    over HTTP does), before any route runs. With tokens it passes everything through: a page cannot send
+    the token."""
+
+    def __init__(self, app: ASGIApp, *, enabled: bool) -> None:
+        self.app, self.enabled = app, enabled
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.enabled and scope["type"] in ("http", "websocket"):
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
+            problem = loopback_request(headers.get("host"), headers.get("origin"))
+            if problem is not None:
+                status = 403 if problem.startswith("Origin") else 421
+                if scope["type"] == "websocket":
+                    await send({"type": "websocket.close", "code": 1008})
+                    return
+                body = json.dumps({"detail": problem}).encode()
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": status,
+                        "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
 
 
 @dataclass

@@ -1,8 +1,10 @@
 """The MCP server (official SDK), over stdio and streamable HTTP: thin async tools over hindsight.services.
 
 Tools: memory_search, memory_write, memory_forget, memory_verify, and remember / recall for clients that
-expect those names; one resource per memory (`memory://{namespace}/{memory_id}`). Erase is deliberately
-not a tool: it cannot be undone, so it stays on the authenticated HTTP API (DELETE /v1/.../memories/{id}).
+expect those names; one resource per memory (`memory://{namespace}/{memory_id}`). Two erase tools,
+memory_erase_transcript and namespace_erase, cannot be undone: their descriptions say so and each needs a
+`confirm` argument that repeats the namespace (security issue #10: an end user leaving must be erasable
+wherever the agent runs). Erase of single memories or subjects stays on the HTTP API and the CLI.
 
 Namespaces: over HTTP the bearer token decides (api/auth.py); a tool's `namespace` argument only picks one
 of the namespaces the token grants, and may be left out when the token grants exactly one. Over stdio
@@ -35,13 +37,14 @@ from hindsight import __version__
 from hindsight.config import Settings
 from hindsight.db.engine import get_engine, read_session, session_scope
 from hindsight.errors import HindsightError, NotFound
+from hindsight.services import erase as erase_service
 from hindsight.services import memories as memory_service
 from hindsight.services import memory_ops
 from hindsight.services.recall import MAX_QUERY_CHARS, MAX_TOP_K, recall_episodes
 from hindsight.services.recall import recall as recall_service
 from pipeline.base import Embedder
 from schemas.events import NAMESPACE_PATTERN
-from schemas.memories import KEY_PATTERN, MemoryRead, MemoryWrite, RememberResult, WriteResult
+from schemas.memories import KEY_PATTERN, EraseResult, MemoryRead, MemoryWrite, RememberResult, WriteResult
 from schemas.pipeline import MemoryKind, Source
 from schemas.recall import EpisodeRecallResult, RecallResult
 
@@ -61,6 +64,7 @@ NamespaceArg = Annotated[
 QueryArg = Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description="What to look for.")]
 TopKArg = Annotated[int | None, Field(None, ge=1, le=MAX_TOP_K, description="How many hits at most.")]
 MemoryIdArg = Annotated[uuid.UUID, Field(description="The memory's id (from memory_search).")]
+ConfirmArg = Annotated[str, Field(max_length=128, description="The namespace again. This erase CANNOT be undone.")]
 
 
 @dataclass
@@ -195,6 +199,12 @@ def _resolve(ctx: Context, namespace: str | None) -> tuple[str, str]:
     except Forbidden as exc:
         raise ToolError(str(exc)) from None
     return namespace, f"mcp/{principal.name}"
+
+
+def _confirmed(confirm: str, namespace: str) -> None:
+    """An irreversible tool runs only when the caller repeated the namespace it acts on."""
+    if confirm != namespace:
+        raise ToolError(f"not erased: confirm must repeat the namespace ({namespace!r})")
 
 
 async def _call(fn: Callable[[], T]) -> T:
@@ -389,6 +399,53 @@ def _register(server: MCPServer[McpState]) -> None:
                 return memory_ops.verify(session, ns, memory_id, actor=actor, confidence=confidence)
 
         return await _call(run)
+
+    @server.tool(
+        name="memory_erase_transcript",
+        description=(
+            "Erase one conversation transcript for real: its turns, its episode summary, and the memories that "
+            "came only from it. IT CANNOT BE UNDONE. USE only when the user explicitly asks to delete that "
+            "conversation. `confirm` must repeat the namespace. DO NOT use it to correct a fact (memory_write) "
+            "or to hide one (memory_forget)."
+        ),
+    )
+    async def memory_erase_transcript(
+        transcript_id: Annotated[uuid.UUID, Field(description="The transcript's id.")],
+        confirm: ConfirmArg,
+        ctx: Context,
+        namespace: NamespaceArg = None,
+    ) -> EraseResult:
+        ns, actor = _resolve(ctx, namespace)
+        _confirmed(confirm, ns)
+        st = _state(ctx)
+        return await _call(
+            lambda: erase_service.erase_transcript(
+                st.engine, ns, transcript_id, actor=actor, outside=erase_service.outside_of(st.settings, st.engine)
+            )
+        )
+
+    @server.tool(
+        name="namespace_erase",
+        description=(
+            "Erase EVERYTHING remembered in the namespace for real: all memories, transcripts, episodes, "
+            "working-memory sessions and log lines. IT CANNOT BE UNDONE. USE only when the user explicitly asks "
+            "to delete all their data (leaving the product). `confirm` must repeat the namespace. DO NOT use it "
+            "to drop one fact (memory_forget) or one conversation (memory_erase_transcript)."
+        ),
+    )
+    async def namespace_erase(
+        confirm: ConfirmArg,
+        ctx: Context,
+        namespace: NamespaceArg = None,
+    ) -> EraseResult:
+        ns, actor = _resolve(ctx, namespace)
+        _confirmed(confirm, ns)
+        st = _state(ctx)
+        return await _call(
+            lambda: erase_service.erase_namespace(
+                st.engine, ns, actor=actor, outside=erase_service.outside_of(st.settings, st.engine)
+            )
+        )
 
     @server.resource(
         "memory://{namespace}/{memory_id}",

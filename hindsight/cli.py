@@ -294,6 +294,55 @@ def lifecycle(
     )
 
 
+@app.command()
+def erase(
+    namespace: Annotated[str, typer.Argument()],
+    memory: Annotated[list[str] | None, typer.Option("--memory", help="Erase this memory id (repeatable).")] = None,
+    key_prefix: Annotated[
+        str | None, typer.Option(help="Erase a subject: every memory whose key starts with this (colleague:li.).")
+    ] = None,
+    subject: Annotated[str | None, typer.Option(help="Erase a subject: every memory about it (colleague:li).")] = None,
+    transcript: Annotated[str | None, typer.Option(help="Erase this transcript (id) and what only it taught.")] = None,
+    everything: Annotated[
+        bool, typer.Option("--all", help="Erase the whole namespace (an end user leaving); needs --confirm.")
+    ] = False,
+    confirm: Annotated[str | None, typer.Option(help="With --all: the namespace again.")] = None,
+) -> None:
+    """Erase for real, which cannot be undone: memories, a subject (and every turn, episode, session and log
+    line naming it), one transcript, or the whole NAMESPACE. Prints the result as JSON."""
+    import getpass
+
+    from hindsight.db.engine import get_engine
+    from hindsight.services import erase as erase_service
+
+    chosen = [bool(memory), bool(key_prefix or subject), bool(transcript), everything]
+    if sum(chosen) != 1:
+        raise _fail("name exactly one of --memory, --key-prefix/--subject, --transcript, --all")
+    if everything and confirm != namespace:
+        raise _fail("--all erases the whole namespace: add --confirm NAMESPACE")
+    settings = get_settings()
+    engine = get_engine(settings)
+    actor = f"cli/{getpass.getuser()}"[:64]
+    try:
+        outside = erase_service.outside_of(settings, engine)
+        if everything:
+            result = erase_service.erase_namespace(engine, namespace, actor=actor, outside=outside)
+        elif transcript:
+            tid = uuid.UUID(transcript)
+            result = erase_service.erase_transcript(engine, namespace, tid, actor=actor, outside=outside)
+        else:
+            ids = [uuid.UUID(m) for m in memory or []]
+            result = erase_service.erase(
+                engine, namespace, memory_ids=ids, key_prefix=key_prefix, subject=subject, actor=actor, outside=outside
+            )
+    except ValueError as exc:  # a malformed id
+        raise _fail(str(exc)) from None
+    except HindsightError as exc:
+        raise _fail(str(exc)) from None
+    typer.echo(result.model_dump_json())
+    console.print(f"erased {len(result.memory_ids)} memory(ies), {result.transcripts_erased} transcript(s)")
+
+
 def memory_table(items: list, title: str) -> Table:  # type: ignore[type-arg]
     table = Table(title=title, show_lines=False)
     for col in ("state", "kind", "key", "value", "conf", "source"):

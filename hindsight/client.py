@@ -249,6 +249,17 @@ class MemoryClient:
         body = {"key_prefix": key_prefix, "subject": subject}
         return self._request("POST", f"/v1/namespaces/{ns}/erase", json=body)  # type: ignore[no-any-return]
 
+    def erase_transcript(self, transcript_id: uuid.UUID | str, *, namespace: str | None = None) -> dict[str, Any]:
+        """Erase one transcript for real (irreversible): its turns, episode and provenance; memories it alone
+        was the source of are erased too."""
+        return self._request("DELETE", f"/v1/namespaces/{self._ns(namespace)}/transcripts/{transcript_id}")  # type: ignore[no-any-return]
+
+    def erase_namespace(self, *, confirm: str, namespace: str | None = None) -> dict[str, Any]:
+        """Erase the whole namespace for real (irreversible; an end user leaving). `confirm` must repeat the
+        namespace."""
+        ns = self._ns(namespace)
+        return self._request("DELETE", f"/v1/namespaces/{ns}", params={"confirm": confirm})  # type: ignore[no-any-return]
+
     # -- working memory and transcripts ----------------------------------------------------------------------
     def append_working_memory(
         self,

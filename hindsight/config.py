@@ -266,6 +266,11 @@ class Settings(BaseSettings):
         return self.data_dir / "beat-schedule"
 
     @property
+    def process_log_dir(self) -> Path:
+        """Where `hindsight up` sends its children's stdout/stderr (one `<name>.log` each); erase scrubs it."""
+        return self.data_dir / "logs"
+
+    @property
     def json_logs(self) -> bool:
         return self.log_json if self.log_json is not None else self.env != "dev"
 

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import structlog
 
+from hindsight.files import PRIVATE_UMASK, private_dir
+
 log = structlog.get_logger(__name__)
 
 
@@ -87,9 +89,11 @@ def redis_server_binary() -> str:
 
 
 def start_redis(directory: Path, *, persist: bool = True) -> EmbeddedRedis:
-    """Start redis-server on a Unix socket in `directory` (AOF persistence unless persist=False)."""
-    directory = directory.resolve()
-    directory.mkdir(parents=True, exist_ok=True)
+    """Start redis-server on a Unix socket in `directory` (AOF persistence unless persist=False).
+
+    Its append-only file and log hold session turns: the directory is 0700 and the server runs with umask
+    077, so every file it creates, rewrites included, is 0600 from the start."""
+    directory = private_dir(directory.resolve())
     sock = directory / "redis.sock"
     with contextlib.suppress(FileNotFoundError):
         sock.unlink()
@@ -112,7 +116,7 @@ def start_redis(directory: Path, *, persist: bool = True) -> EmbeddedRedis:
         "--logfile",
         str(directory / "redis.log"),
     ]
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, umask=PRIVATE_UMASK)
     deadline = time.monotonic() + 20
     while not sock.exists():
         if proc.poll() is not None:

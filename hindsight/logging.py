@@ -3,25 +3,46 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import structlog
 
 from hindsight.config import Settings
+from hindsight.files import open_private
 
 
 class _JsonFileProcessor:
-    """Appends every event as one JSON line to a file, whatever the console renderer is."""
+    """Appends every event as one JSON line to a file, whatever the console renderer is.
+
+    The file holds user text, so it is created 0600 (hindsight.files); when it is rotated away or deleted,
+    the next line re-creates it the same way instead of going on into the old file."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh = path.open("a", encoding="utf-8", buffering=1)
+        self._path = path
+        self._fh: IO[Any] | None = None
+        self._identity: tuple[int, int] | None = None
         self._render = structlog.processors.JSONRenderer(ensure_ascii=False)
+        self._reopen_if_moved()
+
+    def _reopen_if_moved(self) -> IO[Any]:
+        try:
+            st = os.stat(self._path)
+            current: tuple[int, int] | None = (st.st_dev, st.st_ino)
+        except FileNotFoundError:
+            current = None
+        if self._fh is None or current != self._identity:
+            # The old handle is not closed here: another thread may be writing to it. It closes when the
+            # last reference goes. No lock either, which a forked worker could inherit held.
+            fh = open_private(self._path)
+            st = os.fstat(fh.fileno())
+            self._fh, self._identity = fh, (st.st_dev, st.st_ino)
+        return self._fh
 
     def __call__(self, logger: Any, name: str, event: dict[str, Any]) -> dict[str, Any]:
-        self._fh.write(str(self._render(logger, name, dict(event))) + "\n")
+        self._reopen_if_moved().write(str(self._render(logger, name, dict(event))) + "\n")
         return event
 
 

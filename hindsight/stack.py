@@ -23,6 +23,7 @@ from sqlalchemy import func, select
 
 from hindsight.config import Settings
 from hindsight.embedded import EmbeddedRedis, start_postgres, start_redis, stop_postgres
+from hindsight.files import PRIVATE_UMASK, open_private, private_dir
 
 
 @dataclass
@@ -34,21 +35,23 @@ class Stack:
     children: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     def spawn(self, name: str, *args: str) -> None:
-        log_dir = self.settings.data_dir / "logs"
-        log_dir.mkdir(parents=True, exist_ok=True)
-        log = (log_dir / f"{name}.log").open("ab")
-        self.children[name] = subprocess.Popen(
-            [sys.executable, "-m", "hindsight.cli", *args],
-            env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # Ctrl-C reaches us once; we stop the children in order
-        )
+        # The children's output (access log included) holds user text: 0600 in a 0700 folder, and what
+        # the children create themselves (HINDSIGHT_LOG_FILE, say) is private through their umask.
+        log_dir = private_dir(self.settings.process_log_dir)
+        with open_private(log_dir / f"{name}.log", "ab") as log:
+            self.children[name] = subprocess.Popen(
+                [sys.executable, "-m", "hindsight.cli", *args],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # Ctrl-C reaches us once; we stop the children in order
+                umask=PRIVATE_UMASK,
+            )
 
     def check_children(self) -> None:
         for name, proc in self.children.items():
             if proc.poll() is not None:
-                log = self.settings.data_dir / "logs" / f"{name}.log"
+                log = self.settings.process_log_dir / f"{name}.log"
                 raise RuntimeError(f"{name} exited with {proc.returncode}; see {log}")
 
     def stop(self) -> None:
@@ -83,8 +86,9 @@ def run_stack(
     from hindsight.logging import configure_logging
 
     configure_logging(settings)
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    stack = Stack(settings=settings, env=dict(os.environ))
+    private_dir(settings.data_dir)  # PostgreSQL's and Redis's data, the logs
+    # Unbuffered children: their output reaches process_log_dir at once, where an erase can scrub it.
+    stack = Stack(settings=settings, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     stop_requested = False
 
     def _on_signal(signum: int, _frame: object) -> None:
@@ -136,7 +140,7 @@ def run_stack(
             _show(engine, sorted({e.namespace for e in events}), out)
             out.print(
                 f"\nAsk the API:  curl '{base}/v1/namespaces/{events[0].namespace}/search?q=database'\n"
-                f"Logs: {settings.data_dir / 'logs'}"
+                f"Logs: {settings.process_log_dir}"
             )
         if once:
             return 0

@@ -9,6 +9,7 @@ from typing import Annotated
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
+from schemas.inputs import InputModel
 from schemas.pipeline import Role
 
 NAMESPACE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
@@ -20,9 +21,7 @@ class EventType(StrEnum):
     turn_threshold = "turn_threshold"
 
 
-class TurnIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class TurnIn(InputModel):
     role: Role
     content: str = Field(min_length=1, max_length=200_000)
     name: str | None = Field(default=None, max_length=128)
@@ -41,10 +40,8 @@ class TurnIn(BaseModel):
         return v
 
 
-class TranscriptIn(BaseModel):
+class TranscriptIn(InputModel):
     """One transcript to distill. `occurred_at` is the trusted time of the conversation."""
-
-    model_config = ConfigDict(extra="forbid")
 
     namespace: Namespace
     conversation_id: str = Field(default_factory=lambda: uuid.uuid4().hex, min_length=1, max_length=256)
@@ -62,10 +59,8 @@ class TranscriptIn(BaseModel):
         return v
 
 
-class TranscriptBody(BaseModel):
+class TranscriptBody(InputModel):
     """HTTP ingest body: the namespace comes from the URL, never from the body."""
-
-    model_config = ConfigDict(extra="forbid")
 
     conversation_id: str = Field(default_factory=lambda: uuid.uuid4().hex, min_length=1, max_length=256)
     event_type: EventType = EventType.conversation_end

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from schemas.inputs import InputModel
 from schemas.pipeline import MemoryKind, Source
 
 
@@ -112,10 +113,8 @@ class EpisodeRead(BaseModel):
 KEY_PATTERN = r"^[^\s\x00]{1,256}$"
 
 
-class MemoryWrite(BaseModel):
+class MemoryWrite(InputModel):
     """A structured write (`memory_write`): reconciled with the namespace like a distilled fact."""
-
-    model_config = ConfigDict(extra="forbid")
 
     key: str = Field(pattern=KEY_PATTERN, max_length=256)
     """What the memory is about, specific enough to tell apart: `user.database`, `project.deadline`."""
@@ -139,11 +138,9 @@ class MemoryWrite(BaseModel):
         return v.strip()
 
 
-class RememberIn(BaseModel):
+class RememberIn(InputModel):
     """Free text to remember. `metadata` may steer the write (kind, key, pinned, ttl_days, confidence,
     source); everything else in it is kept in the write's audit record."""
-
-    model_config = ConfigDict(extra="forbid")
 
     content: str = Field(min_length=1, max_length=8000)
     metadata: dict[str, Any] = Field(default_factory=dict)
@@ -180,24 +177,18 @@ class RememberResult(BaseModel):
     results: list[WriteResult]
 
 
-class ForgetIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class ForgetIn(InputModel):
     reason: str | None = Field(None, max_length=500)
 
 
-class VerifyIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class VerifyIn(InputModel):
     confidence: float | None = Field(None, ge=0.0, le=1.0)
     """New confidence (never lowered by a verify); default: current + 0.1, capped by the source."""
 
 
-class EraseSubjectIn(BaseModel):
+class EraseSubjectIn(InputModel):
     """Erase everything of a subject: memories whose key starts with `key_prefix`, or whose subject is
     `subject` (at least one)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     key_prefix: str | None = Field(None, min_length=2, max_length=256)
     subject: str | None = Field(None, min_length=1, max_length=128)
@@ -212,6 +203,13 @@ class EraseResult(BaseModel):
     episodes_redacted: int
     audit_rows_scrubbed: int
     log_lines_scrubbed: int
+    scope: str = "memory"
+    """What was erased: memory, subject, transcript or namespace."""
+    transcripts_erased: int = 0
+    """Transcripts deleted whole (transcript and namespace erase); their episodes go with them."""
+    episodes_erased: int = 0
+    sessions_scrubbed: int = 0
+    """Working-memory turns redacted, or (namespace erase) sessions dropped."""
 
 
 class WorkingMemoryTurn(BaseModel):

@@ -47,6 +47,7 @@ class Services:
             "HINDSIGHT_LOG_JSON": "true",
             "HINDSIGHT_LOG_FILE": str(self.data_dir / "hindsight.jsonl"),
             "PYTHONPATH": str(REPO),
+            "PYTHONUNBUFFERED": "1",  # output reaches the log file at once (and an erase's scrub)
         }
         env.update(extra)
         return env
@@ -144,7 +145,7 @@ def start_proc(name: str, args: list[str], env: dict[str, str], log_dir: Path) -
         [sys.executable, "-m", "hindsight.cli", *args],
         env=env,
         cwd=str(REPO),
-        stdout=log.open("wb"),
+        stdout=log.open("ab"),  # O_APPEND: an erase rewriting the file in place must not leave a hole
         stderr=subprocess.STDOUT,
     )
     return Proc(name=name, popen=popen, log=log)
@@ -182,7 +183,9 @@ STACK_ENV = {
 @pytest.fixture(scope="session")
 def stack(services: Services, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """A real worker process, a real beat process and the API served by uvicorn, on the test services."""
-    log_dir = tmp_path_factory.mktemp("logs")
+    # Where `hindsight up` puts its children's output (settings.process_log_dir): erase scrubs it.
+    log_dir = services.data_dir / "logs"
+    log_dir.mkdir(exist_ok=True)
     env = services.env(**STACK_ENV)
     port = free_port()
     st = Stack(services=services, api_url=f"http://127.0.0.1:{port}")

@@ -12,14 +12,13 @@ import structlog
 from celery import Task
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from hindsight.broker import redis_client, resolve_redis_url
+from hindsight.broker import resolve_redis_url
 from hindsight.clients import Clients, build_clients
 from hindsight.config import get_settings
 from hindsight.db.engine import get_engine
 from hindsight.errors import NotFound, PermanentError, TransientError
 from hindsight.services import distill, lifecycle
-from hindsight.services.ingest import publish_transcript
-from hindsight.services.sessions import SessionStore
+from hindsight.services.sessions import session_store
 from workers.celery_app import app
 
 log = structlog.get_logger(__name__)
@@ -115,9 +114,5 @@ def sweep_transcripts() -> int:
 def close_idle_sessions() -> int:
     """Publish a conversation-end event for every session idle past working_memory.idle_close_seconds."""
     settings = get_settings()
-    store = SessionStore(
-        redis=redis_client(resolve_redis_url(settings)),
-        settings=settings.working_memory,
-        publish=lambda event: publish_transcript(event, settings=settings),
-    )
+    store = session_store(settings, redis_url=resolve_redis_url(settings))
     return store.close_idle(idle_seconds=settings.working_memory.idle_close_seconds)

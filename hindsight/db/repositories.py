@@ -108,6 +108,38 @@ class TranscriptRepository:
             stmt = stmt.where(TranscriptRow.namespace == namespace)
         return list(self.session.execute(stmt.order_by(TranscriptRow.updated_at).limit(limit)).scalars())
 
+    def lock_mentioning(self, namespace: str, lowered: Sequence[str]) -> list[TranscriptRow]:
+        """Erase support: the namespace's transcripts whose turns contain one of `lowered` (lower-case)."""
+        if not lowered:
+            return []
+        text_of = func.lower(cast(TranscriptRow.turns, String))
+        return list(
+            self.session.execute(
+                select(TranscriptRow)
+                .where(
+                    TranscriptRow.namespace == namespace, or_(*[func.strpos(text_of, _jsonish(n)) > 0 for n in lowered])
+                )
+                .order_by(TranscriptRow.id)
+                .with_for_update()
+            ).scalars()
+        )
+
+    def lock_namespace_rows(self, namespace: str) -> list[uuid.UUID]:
+        """Lock every transcript of the namespace (in id order, as a worker locks one before the namespace)."""
+        stmt = select(TranscriptRow.id).where(TranscriptRow.namespace == namespace).order_by(TranscriptRow.id)
+        return list(self.session.execute(stmt.with_for_update()).scalars())
+
+    def delete_many(self, namespace: str, ids: Sequence[uuid.UUID]) -> int:
+        """Delete transcripts; their episodes go with them (ON DELETE CASCADE)."""
+        if not ids:
+            return 0
+        result = self.session.execute(
+            delete(TranscriptRow)
+            .where(TranscriptRow.namespace == namespace, TranscriptRow.id.in_(list(ids)))
+            .execution_options(synchronize_session=False)
+        )
+        return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
 
 @dataclass
 class EpisodeRepository:
@@ -143,6 +175,34 @@ class EpisodeRepository:
                 .offset(offset)
             ).scalars()
         )
+
+    def lock_mentioning(self, namespace: str, lowered: Sequence[str]) -> list[EpisodeRow]:
+        """Erase support: the namespace's episodes whose summary, entities or search text contain one of
+        `lowered` (lower-case)."""
+        if not lowered:
+            return []
+        text_of = func.lower(
+            EpisodeRow.summary + " " + cast(EpisodeRow.entities, String) + " " + EpisodeRow.search_text
+        )
+        return list(
+            self.session.execute(
+                select(EpisodeRow)
+                .where(
+                    EpisodeRow.namespace == namespace,
+                    # The summary is plain text, the entities JSON: look for both spellings of a needle.
+                    or_(*[func.strpos(text_of, form) > 0 for n in lowered for form in {n, _jsonish(n)}]),
+                )
+                .with_for_update()
+            ).scalars()
+        )
+
+    def count_for_transcripts(self, namespace: str, transcript_ids: Sequence[uuid.UUID]) -> int:
+        if not transcript_ids:
+            return 0
+        stmt = select(func.count()).where(
+            EpisodeRow.namespace == namespace, EpisodeRow.transcript_id.in_(list(transcript_ids))
+        )
+        return int(self.session.execute(stmt).scalar_one())
 
 
 @dataclass
@@ -252,6 +312,11 @@ class MemoryRepository:
         if not cond:
             return []
         stmt = select(MemoryRow.id).where(MemoryRow.namespace == namespace, or_(*cond)).with_for_update()
+        return list(self.session.execute(stmt).scalars())
+
+    def ids_in_namespace(self, namespace: str) -> list[uuid.UUID]:
+        """Every memory of the namespace, any state (erase of a whole namespace)."""
+        stmt = select(MemoryRow.id).where(MemoryRow.namespace == namespace).order_by(MemoryRow.id)
         return list(self.session.execute(stmt).scalars())
 
     def lock_many(self, namespace: str, ids: Sequence[uuid.UUID]) -> list[MemoryRow]:
@@ -407,6 +472,18 @@ class AuditRepository:
                 count += 1
         return count
 
+    def scrub_namespace(self, namespace: str) -> int:
+        """Erase of a whole namespace: every audit record keeps its action, states, actor and time, never its
+        detail. Same SET LOCAL permission as `scrub`."""
+        self.session.execute(text("SET LOCAL hindsight.audit_rewrite = 'on'"))
+        result = self.session.execute(
+            update(AuditRow)
+            .where(AuditRow.namespace == namespace)
+            .values(detail={"erased": True})
+            .execution_options(synchronize_session=False)
+        )
+        return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
     def history(self, memory_id: uuid.UUID) -> list[AuditRow]:
         return list(
             self.session.execute(
@@ -439,6 +516,21 @@ class ProvenanceRepository:
                 select(ProvenanceRow).where(ProvenanceRow.memory_id == memory_id).order_by(ProvenanceRow.id)
             ).scalars()
         )
+
+    def for_transcript(self, transcript_id: uuid.UUID) -> list[ProvenanceRow]:
+        return list(
+            self.session.execute(
+                select(ProvenanceRow).where(ProvenanceRow.transcript_id == transcript_id).order_by(ProvenanceRow.id)
+            ).scalars()
+        )
+
+    def delete_for_transcript(self, transcript_id: uuid.UUID) -> int:
+        result = self.session.execute(
+            delete(ProvenanceRow)
+            .where(ProvenanceRow.transcript_id == transcript_id)
+            .execution_options(synchronize_session=False)
+        )
+        return int(result.rowcount or 0)  # type: ignore[attr-defined]
 
 
 @dataclass
@@ -488,6 +580,11 @@ class TombstoneRepository:
             ).first()
             is not None
         )
+
+
+def _jsonish(needle: str) -> str:
+    """A needle as it appears in jsonb's text form (escaped like JSON: quotes, backslashes, newlines)."""
+    return json.dumps(needle, ensure_ascii=False)[1:-1]
 
 
 def scrub_json(value: Any, needles: Sequence[str], replacement: str = "[erased]") -> Any:

@@ -18,7 +18,9 @@ from hindsight.db.engine import get_engine, session_scope
 from hindsight.db.repositories import TranscriptRepository
 from hindsight.errors import InvalidInput
 from hindsight.queue import send_distill
-from schemas.events import TranscriptAccepted, TranscriptIn
+from hindsight.services.redaction import redact_identifier, redact_text
+from pipeline.secrets import MARKER_RE, redact_secrets
+from schemas.events import TranscriptAccepted, TranscriptIn, TurnIn
 
 log = structlog.get_logger(__name__)
 
@@ -70,37 +72,41 @@ def idempotency_key(event: TranscriptIn) -> str:
     return f"sha256:{digest}"
 
 
+def stored_turn(turn: TurnIn, turn_id: str) -> tuple[dict[str, Any], list[str]]:
+    """One turn as stored (here and in working memory): secrets redacted from its content, name and id."""
+    red = redact_secrets(turn.content)
+    stored: dict[str, Any] = {"turn_id": redact_identifier(turn_id), "role": turn.role.value, "content": red.text}
+    if turn.name:
+        stored["name"] = redact_text(turn.name)
+    # A working-memory turn arrives redacted already: its markers still say what was there.
+    return stored, sorted(set(red.kinds) | set(MARKER_RE.findall(turn.content)))
+
+
 def _stored_turns(event: TranscriptIn) -> tuple[list[dict[str, Any]], list[str]]:
     """Turns as stored: secrets redacted before anything is written, turn ids filled in."""
-    from pipeline.secrets import redact_secrets
-
     turns: list[dict[str, Any]] = []
     kinds: set[str] = set()
     for i, turn in enumerate(event.turns):
-        red = redact_secrets(turn.content)
-        kinds.update(red.kinds)
-        stored: dict[str, Any] = {
-            "turn_id": turn.turn_id if turn.turn_id is not None else str(i),
-            "role": turn.role.value,
-            "content": red.text,
-        }
-        if turn.name:
-            stored["name"] = turn.name
+        stored, found = stored_turn(turn, turn.turn_id if turn.turn_id is not None else str(i))
+        kinds.update(found)
         turns.append(stored)
     return turns, sorted(kinds)
 
 
 def store_transcript(
-    session: Any, event: TranscriptIn, *, limits: LimitSettings, now: datetime
+    session: Any, event: TranscriptIn, *, limits: LimitSettings, now: datetime, dead_reason: str | None = None
 ) -> tuple[uuid.UUID, bool]:
-    """Insert the transcript unless its idempotency key was seen. Returns (id, created). No commit."""
-    check_limits(event, limits)
+    """Insert the transcript unless its idempotency key was seen. Returns (id, created). No commit.
+
+    With `dead_reason`, it is stored dead-lettered instead (limits unchecked: it may be why it is dead)."""
+    if dead_reason is None:
+        check_limits(event, limits)
     turns, kinds = _stored_turns(event)
     values = {
         "id": uuid.uuid4(),
         "namespace": event.namespace,
-        "conversation_id": event.conversation_id,
-        "idempotency_key": idempotency_key(event),
+        "conversation_id": redact_identifier(event.conversation_id),
+        "idempotency_key": redact_identifier(idempotency_key(event)),
         "event_type": event.event_type.value,
         "turns": turns,
         "occurred_at": event.occurred_at or now,
@@ -110,7 +116,21 @@ def store_transcript(
         "redactions": kinds,
         "enqueued_at": now,
     }
+    if dead_reason is not None:
+        values.update(_dead_values(dead_reason, now))
     return TranscriptRepository(session).insert_if_new(values)
+
+
+def _dead_values(reason: str, now: datetime) -> dict[str, Any]:
+    # As the worker leaves a dead letter (distill.record_failure): `hindsight dead-letters` lists it and
+    # `--requeue` sends it to distillation after a fix.
+    return {
+        "state": "dead",
+        "last_error": reason[:2000],
+        "attempt_log": [{"at": now.isoformat(), "attempt": 0, "error": reason[:500]}],
+        "processed_at": now,
+        "enqueued_at": None,
+    }
 
 
 def publish_transcripts(
@@ -148,6 +168,30 @@ def publish_transcript(
     """Publish one conversation-end (or turn-threshold) event: the Python entry point for agents."""
     parsed = event if isinstance(event, TranscriptIn) else parse_event(event)
     return publish_transcripts([parsed], settings=settings, engine=engine)[0]
+
+
+def dead_letter_transcript(
+    event: TranscriptIn,
+    reason: str,
+    *,
+    settings: Settings | None = None,
+    engine: Engine | None = None,
+    now: datetime | None = None,
+) -> TranscriptAccepted:
+    """Keep a transcript that can never be published (e.g. a session's pending turns) as a dead letter, its
+    turns redacted as at ingest, so it is neither lost nor distilled until an operator re-queues it."""
+    settings = settings or get_settings()
+    now = now or datetime.now(UTC)
+    with session_scope(engine or get_engine(settings)) as session:
+        tid, created = store_transcript(session, event, limits=settings.limits, now=now, dead_reason=reason)
+    log.warning(
+        "transcript.dead_lettered",
+        transcript_id=str(tid),
+        namespace=event.namespace,
+        duplicate=not created,
+        reason=reason[:500],
+    )
+    return TranscriptAccepted(id=tid, namespace=event.namespace, state="dead", duplicate=not created)
 
 
 def read_events_file(path: str, *, namespace: str | None = None) -> list[TranscriptIn]:

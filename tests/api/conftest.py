@@ -44,7 +44,7 @@ def auth_env(services: Services, **extra: str) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def auth_api(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthApi]:
-    log_dir = tmp_path_factory.mktemp("auth-api")
+    log_dir = stack.services.data_dir / "logs"  # settings.process_log_dir, as the session stack's
     port = free_port()
     proc = start_proc("auth-api", ["api", "--port", str(port)], auth_env(stack.services), log_dir)
     api = AuthApi(url=f"http://127.0.0.1:{port}", proc=proc, services=stack.services)

@@ -162,7 +162,7 @@ def test_erase_a_subject_removes_all_its_memories_and_their_log_lines(
 
 
 def test_the_log_file_is_rewritten_in_place_without_the_erased_text(tmp_path: Path) -> None:
-    from hindsight.services.memory_ops import scrub_log_file
+    from hindsight.services.erase import scrub_log_file
 
     mid, other = uuid.uuid4(), uuid.uuid4()
     path = tmp_path / "h.jsonl"

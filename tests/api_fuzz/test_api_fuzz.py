@@ -133,7 +133,7 @@ def _raw_request(stack: Stack, head: str, chunks: list[bytes]) -> bytes:
 def test_declared_oversized_body_is_refused_before_it_is_sent(stack: Stack) -> None:
     limit = _limit(stack)
     head = (
-        "POST /v1/namespaces/fuzz-big/transcripts HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        "POST /v1/namespaces/fuzz-big/transcripts HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
         f"Content-Length: {limit + 1}\r\n\r\n"
     )
     t0 = time.monotonic()
@@ -146,7 +146,7 @@ def test_declared_oversized_body_is_refused_before_it_is_sent(stack: Stack) -> N
 def test_streamed_oversized_body_is_refused_before_it_ends(stack: Stack) -> None:
     limit = _limit(stack)
     head = (
-        "POST /v1/namespaces/fuzz-big/transcripts HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        "POST /v1/namespaces/fuzz-big/transcripts HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
         "Transfer-Encoding: chunked\r\n\r\n"
     )
     piece = b"x" * 65536

@@ -23,7 +23,17 @@ from mcp_types.version import LATEST_HANDSHAKE_VERSION
 from tests.conftest import REPO, Services
 from tests.mcp.conftest import McpHttp
 
-TOOLS = {"memory_search", "memory_write", "memory_forget", "memory_verify", "remember", "recall", "episode_search"}
+TOOLS = {
+    "memory_search",
+    "memory_write",
+    "memory_forget",
+    "memory_verify",
+    "remember",
+    "recall",
+    "episode_search",
+    "memory_erase_transcript",
+    "namespace_erase",
+}
 
 
 def _stdio(services: Services, namespace: str) -> StdioServerParameters:
@@ -298,3 +308,37 @@ def test_stdio_writes_nothing_but_protocol_to_stdout(services: Services, alpha_n
     assert answers[3]["result"]["isError"] is False
     assert answers[4]["result"]["isError"] is True
     assert b"mcp.started" in err, "logs go to stderr"
+
+
+def test_the_erase_tools_need_the_namespace_repeated_and_erase_for_real(
+    services: Services, engine: sa.Engine, alpha_ns: str
+) -> None:
+    _add_episode(engine, alpha_ns, "We planned the Qzxmcpwalk hike together.")
+    with engine.connect() as conn:
+        tid = conn.execute(sa.text("SELECT id FROM transcripts WHERE namespace=:n"), {"n": alpha_ns}).scalar_one()
+
+    async def main() -> None:
+        async with Client(_stdio(services, alpha_ns), read_timeout_seconds=120) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            for name in ("memory_erase_transcript", "namespace_erase"):
+                assert "CANNOT BE UNDONE" in tools[name].description
+            wrong = await client.call_tool("memory_erase_transcript", {"transcript_id": str(tid), "confirm": "x"})
+            assert wrong.is_error
+            assert (await client.call_tool("namespace_erase", {})).is_error  # confirm is required
+            r = _data(
+                await client.call_tool("memory_erase_transcript", {"transcript_id": str(tid), "confirm": alpha_ns})
+            )
+            assert (r["transcripts_erased"], r["episodes_erased"]) == (1, 1)
+            _data(await client.call_tool("memory_write", {"key": "user.pet", "value": "User has a cat named Qzxmomo"}))
+            assert (await client.call_tool("namespace_erase", {"confirm": alpha_ns + "-other"})).is_error
+            r = _data(await client.call_tool("namespace_erase", {"confirm": alpha_ns}))
+            assert r["scope"] == "namespace"
+            assert len(r["memory_ids"]) == 1
+
+    _run(main)
+    with engine.connect() as conn:
+        for table in ("memories", "transcripts", "episodes"):
+            n = conn.execute(sa.text(f"SELECT count(*) FROM {table} WHERE namespace=:n"), {"n": alpha_ns}).scalar()
+            assert n == 0, table
+        tombs = conn.execute(sa.text("SELECT scope FROM memory_tombstones WHERE namespace=:n"), {"n": alpha_ns})
+        assert list(tombs.scalars()) == ["namespace"]
