@@ -6,6 +6,7 @@ Against the real API process of the `stack` fixture (no tokens, bound to 127.0.0
 from __future__ import annotations
 
 import json
+import time
 
 import httpx
 import pytest
@@ -230,3 +231,22 @@ def test_idempotency_still_holds_for_a_redacted_key(stack: Stack, namespace: str
         again = c.post(f"/v1/namespaces/{namespace}/transcripts", json=body).json()
     assert again["id"] == first["id"]
     assert again["duplicate"] is True
+
+
+# -- finding 1, live: a hostile turn no longer freezes the API ---------------------------------------------
+
+
+def test_a_backtracking_bait_turn_does_not_stall_the_api(stack: Stack, namespace: str) -> None:
+    """The probe: 3,000 characters of "auth." held /healthz for 28.8 s; 32,000 of "a-" took 198 s."""
+    bodies = [
+        {"turns": [{"role": "user", "content": ("auth." * 600)[:3000]}]},
+        {"turns": [{"role": "user", "content": "a-" * 16_000}]},
+    ]
+    with httpx.Client(base_url=stack.api_url, timeout=60) as c:
+        for body in bodies:
+            start = time.monotonic()
+            r = c.post(f"/v1/namespaces/{namespace}/transcripts", json=body)
+            assert r.status_code == 202, r.text
+            assert c.get("/healthz").status_code == 200
+            # Generous for a loaded 2-core box; the regression it guards against took 30 to 200 s.
+            assert time.monotonic() - start < 5.0
