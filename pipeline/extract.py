@@ -159,7 +159,7 @@ _LAST_NP_RE = re.compile(r"\b((?:the|my|our|this|that) (?:[\w-]+ ){0,2}[\w-]+)$"
 
 
 def _the_one(clause: str, previous: str) -> str:
-    """ "add a section on the ledger service, that's the one I personally own": "the one" is what the clause
+    """ "write a note on the billing job, that's the one I maintain": "the one" is what the clause
     before named, even when that clause was a request."""
     m = _THE_ONE_RE.match(clause)
     np = _LAST_NP_RE.search(previous.strip(" ,;.!")) if m else None
@@ -756,7 +756,7 @@ _IMPLIED_I_RE = re.compile(
     r"bought|started|began|love|loved|hate|hated|enjoy|want|wanna|gonna|need|think|thought|can't wait)\b",
     re.I,
 )
-"""A clause whose speaker is left out ("Started hitting the gym last week", "Took a short trip to Rome")."""
+"""A clause whose speaker is left out ("Took up rowing in spring", "Spent a weekend in Porto")."""
 _SECOND_PERSON_RE = re.compile(r"\byou(?:r|rs|rself|'re|'ve|'ll|'d)?\b|你|您", re.I)
 _FIRST_PERSON_RE = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|my|me|mine|myself|we|we're|our|us)\b|我|俺", re.I)
 
@@ -767,7 +767,7 @@ def _addresses_other(clause: str, ctx: _Context) -> bool:
     speaker."""
     if clause.strip(" ,!.") in ctx.participants:
         return True
-    # "I'm always here for you", "I love that you chose pottery": said to the other person, about both.
+    # "I'm so proud of you", "I like that you picked the violin": said to the other person, about both.
     return bool(_SECOND_PERSON_RE.search(_YOU_KNOW_RE.sub("", clause)))
 
 
@@ -915,7 +915,7 @@ def _tool_observation(turn: Turn, ctx: _Context, text: str | None = None, who: s
 
 
 _JOB_KEYS = (".employer", ".role")
-"""Two sides of one job: "工作单位：某会计师事务所（审计助理）" and "我在事务所做审计助理" are one memory."""
+"""Two sides of one job: "单位：某设计院（结构工程师）" and "我在设计院做结构工程师" are one memory."""
 
 
 def _terms(text: str) -> set[str]:

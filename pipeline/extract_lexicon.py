@@ -82,7 +82,7 @@ ATTRIBUTES: list[Attribute] = [
         K.habit,
         _zh(r"跑步|晨跑|夜跑|游泳|健身|瑜伽|骑车|骑行|爬山|徒步|羽毛球|篮球|足球|网球|乒乓|运动|锻炼|公里|跑"),
         _en(
-            # "runs the on-call rotation" / "is run by" are not exercise.
+            # "runs the release schedule" / "is run by" are not exercise.
             r"\brun(?:s|ning)?\b(?!\s+(?:the|our|my|a|an|his|her|their|this|that|it|by)\b)"
             r"(?<!is run)(?<!are run)(?<!was run)|"
             r"\bjog|\bswim|\bgym\b|yoga|\bcycl(?:e|ing)\b|\bbik(?:e|ing)\b|\bhik(?:e|ing)\b|"
@@ -144,7 +144,7 @@ ATTRIBUTES: list[Attribute] = [
         "employer",
         K.profile,
         # A hospital or school is where the user works only when the user is there ("在市一院上班"), not when
-        # something was made for one ("给朋友的宠物医院做的预约小程序").
+        # something was made for one ("给表姐的牙科医院做的排班系统").
         _zh(r"公司|单位|入职|跳槽|上班|就职|任职|在.{0,10}(?:医院|学校)|在.{1,12}工作"),
         _en(
             r"\bwork(?:s|ing)? (?:at|for)\b|employer|(?<!'s )\bcompany\b|"
@@ -304,7 +304,7 @@ ATTRIBUTES: list[Attribute] = [
         K.preference,
         _zh(r"喜欢|爱吃|爱看|讨厌|偏好|偏爱|受不了|最爱|不想|希望|想用|习惯用|首选"),
         # like/love/hate/enjoy/want only with a first-person subject: "I really love X" is a preference,
-        # "unconditional love is so important" and "love the colors!" are not.
+        # "true love is rare" and "love the colors!" are not.
         _en(
             r"\bprefer|can't stand|favou?rite|\bfave\b|\bfav\b|"
             r"\b(?:I'm|I am|we're) (?:a |such a )?(?:big |huge )?fans? of\b|"
@@ -455,7 +455,7 @@ EN_MOOD = re.compile(
     re.I,
 )
 ZH_REQUEST = re.compile(
-    # "给我朋友的宠物医院做的…" is for the user's friend, not "give me": 给我 before a relation is no request.
+    # "给我同事的书店做的…" is for the user's colleague, not "give me": 给我 before a relation is no request.
     r"^(?:你)?(?:帮我|帮忙|请你?|麻烦|给我(?!"
     + "|".join(ZH_RELATIONS)
     + r")|你帮|你给|推荐|列一下|列个|写个|写一|写条|写封|写段|看看|看下|看一下|查一下|"
