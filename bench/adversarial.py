@@ -1,3 +1,4 @@
+# ruff: noqa: T201  (a benchmark prints its figures)
 """Hostile input at the size limit: how long the secret redactor and the offline distiller take.
 
     .venv/bin/python bench/adversarial.py
@@ -16,8 +17,6 @@ import json
 import os
 import platform
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -31,18 +30,10 @@ from tests.security.test_redos import (  # noqa: E402
     DENSE_UNITS,
     DISTILL_TURNS,
     MAX_TURN,
+    _best_of_3,
     _fill,
     _transcript,
 )
-
-
-def best_of_3(fn: Callable[[], object]) -> float:
-    times = []
-    for _ in range(3):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main() -> None:
@@ -51,17 +42,17 @@ def main() -> None:
     for group, units in (("attack", ATTACK_UNITS), ("dense", DENSE_UNITS)):
         for unit in units:
             text = _fill(unit)
-            ms = best_of_3(lambda text=text: redact_secrets(text)) * 1000
+            ms = _best_of_3(lambda text=text: redact_secrets(text)) * 1000
             rows[f"{group}:{unit!r}"] = round(ms, 2)
             print(f"  {group:6} {unit!r:40} {ms:8.1f} ms")
     megabyte = "eyJ-" * 250_000
-    mb_s = best_of_3(lambda: redact_secrets(megabyte))
+    mb_s = _best_of_3(lambda: redact_secrets(megabyte))
     print(f"  1 MB of 'eyJ-'                                  {mb_s * 1000:8.1f} ms")
 
     distiller = OfflineDistiller()
     distiller.distill(_transcript(["我住在上海，I live in Berlin."]))  # lexicons and jieba loaded first
     transcript = _transcript(DISTILL_TURNS)
-    distill_s = best_of_3(lambda: distiller.distill(transcript))
+    distill_s = _best_of_3(lambda: distiller.distill(transcript))
     print(f"offline distillation of {len(DISTILL_TURNS)} max-size attack turns: {distill_s:.2f} s (bound 5 s)")
 
     attack = [v for k, v in rows.items() if k.startswith("attack:")]

@@ -35,6 +35,18 @@ def try_advisory_xact_lock(session: Session, scope: str, key: str = "") -> bool:
     return bool(row)
 
 
+
+def _delete_in_namespace(session: Session, model: Any, namespace: str, ids: Sequence[uuid.UUID]) -> int:
+    """DELETE the rows of `model` with these ids in the namespace; how many went."""
+    if not ids:
+        return 0
+    result = session.execute(
+        delete(model)
+        .where(model.namespace == namespace, model.id.in_(list(ids)))
+        .execution_options(synchronize_session=False)
+    )
+    return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
 @dataclass
 class TranscriptRepository:
     session: Session
@@ -131,14 +143,7 @@ class TranscriptRepository:
 
     def delete_many(self, namespace: str, ids: Sequence[uuid.UUID]) -> int:
         """Delete transcripts; their episodes go with them (ON DELETE CASCADE)."""
-        if not ids:
-            return 0
-        result = self.session.execute(
-            delete(TranscriptRow)
-            .where(TranscriptRow.namespace == namespace, TranscriptRow.id.in_(list(ids)))
-            .execution_options(synchronize_session=False)
-        )
-        return int(result.rowcount or 0)  # type: ignore[attr-defined]
+        return _delete_in_namespace(self.session, TranscriptRow, namespace, ids)
 
 
 @dataclass
@@ -332,14 +337,7 @@ class MemoryRepository:
 
     def delete_many(self, namespace: str, ids: Sequence[uuid.UUID]) -> int:
         """Delete the rows (their provenance and conflicts go with them: ON DELETE CASCADE)."""
-        if not ids:
-            return 0
-        result = self.session.execute(
-            delete(MemoryRow)
-            .where(MemoryRow.namespace == namespace, MemoryRow.id.in_(list(ids)))
-            .execution_options(synchronize_session=False)
-        )
-        return int(result.rowcount or 0)  # type: ignore[attr-defined]
+        return _delete_in_namespace(self.session, MemoryRow, namespace, ids)
 
     def transition_due(
         self,

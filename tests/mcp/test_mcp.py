@@ -342,3 +342,19 @@ def test_the_erase_tools_need_the_namespace_repeated_and_erase_for_real(
             assert n == 0, table
         tombs = conn.execute(sa.text("SELECT scope FROM memory_tombstones WHERE namespace=:n"), {"n": alpha_ns})
         assert list(tombs.scalars()) == ["namespace"]
+
+
+@pytest.mark.parametrize(
+    ("headers", "status"), [({"Host": "attacker.example"}, 421), ({"Origin": "http://attacker.example"}, 403)]
+)
+def test_mcp_over_http_refuses_a_foreign_host_or_origin(
+    mcp_http: McpHttp, headers: dict[str, str], status: int
+) -> None:
+    """DNS rebinding (security issue #10, finding 3): the MCP server refuses a rebound name before auth."""
+    r = httpx2.post(
+        mcp_http.url,
+        json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+        headers={"Authorization": "Bearer tok-alpha", "Accept": "application/json, text/event-stream", **headers},
+        timeout=30,
+    )
+    assert r.status_code == status, r.text
