@@ -295,6 +295,19 @@ def lifecycle(
 
 
 @app.command()
+def reindex(
+    batch_size: Annotated[int, typer.Option(help="Rows per transaction.")] = 500,
+) -> None:
+    """Rebuild full-text search words of memories written with another slot vocabulary (beat runs it too)."""
+    from hindsight.db.engine import get_engine
+    from hindsight.services.reindex import reindex_search_text
+    from hindsight.textsearch import SEARCH_VOCAB
+
+    report = reindex_search_text(get_engine(get_settings()), batch_size=batch_size)
+    typer.echo(json.dumps({"rebuilt": report.rebuilt, "batches": report.batches, "vocab": SEARCH_VOCAB}))
+
+
+@app.command()
 def erase(
     namespace: Annotated[str, typer.Argument()],
     memory: Annotated[list[str] | None, typer.Option("--memory", help="Erase this memory id (repeatable).")] = None,
@@ -351,6 +364,53 @@ def memory_table(items: list, title: str) -> Table:  # type: ignore[type-arg]
         flag = " ⚠" if m.has_conflict else ""
         table.add_row(m.state + flag, m.kind, m.key, m.value, f"{m.confidence:.2f}", m.source)
     return table
+
+
+train_app = typer.Typer(help="Retrain the offline distiller's learned parts (seeded, reproducible).")
+app.add_typer(train_app, name="train")
+
+
+@train_app.command("extractor")
+def train_extractor(
+    train_dir: Annotated[Path, typer.Option(help="The public corpora (../shared/train).")] = Path("../shared/train"),
+    seed: Annotated[int, typer.Option(help="Random seed: the same seed and data give the same model.")] = 0,
+    out: Annotated[Path | None, typer.Option(help="Where to write the model (default: the packaged one).")] = None,
+    grid: Annotated[bool, typer.Option(help="Try several models and keep the best on validation.")] = False,
+) -> None:
+    """Fit the slot classifier of the offline extractor and print its validation figures (one JSON line)."""
+    from hindsight.training.extractor import train
+    from pipeline.slot_model import MODEL_PATH
+
+    if not (train_dir / "spc" / "dialogues.jsonl").is_file():
+        raise _fail(f"no training corpora under {train_dir} (expected spc/, xpersona_zh/, ...)")
+    report = train(train_dir, seed=seed, out=out or MODEL_PATH, grid=grid)
+    for name, figures in sorted(report["validation"].items()):
+        console.print(f"clauses   {name:40s} " + "  ".join(f"{k}={v}" for k, v in figures.items()))
+    report["extractor"] = _validate_extractor(train_dir, out or MODEL_PATH)
+    typer.echo(json.dumps(report, ensure_ascii=False))
+
+
+def _validate_extractor(train_dir: Path, model: Path, limit: int = 120) -> dict[str, object]:
+    from hindsight.training.persona_eval import evaluate
+    from pipeline.slot_model import SlotClassifier, SlotJudge
+
+    figures = evaluate(train_dir, SlotJudge(classifier=SlotClassifier(model)), limit=limit)
+    for name, row in figures.items():
+        console.print(f"extractor {name:40s} " + "  ".join(f"{k}={v}" for k, v in row.items()))
+    return figures
+
+
+@train_app.command("validate")
+def train_validate(
+    train_dir: Annotated[Path, typer.Option(help="The public corpora (../shared/train).")] = Path("../shared/train"),
+    model: Annotated[Path | None, typer.Option(help="The model to validate (default: the packaged one).")] = None,
+    limit: Annotated[int, typer.Option(help="Validation dialogues per corpus.")] = 120,
+) -> None:
+    """Run the whole offline extractor on the persona-split validation dialogues (recall, slot accuracy,
+    precision, memories per 10 user turns), one JSON line."""
+    from pipeline.slot_model import MODEL_PATH
+
+    typer.echo(json.dumps(_validate_extractor(train_dir, model or MODEL_PATH, limit)))
 
 
 def _register_eval() -> None:

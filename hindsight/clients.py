@@ -16,7 +16,7 @@ class Clients:
     settings: Settings
 
 
-def build_backend(settings: Settings) -> LanguageBackend:
+def build_backend(settings: Settings, embedder: Embedder | None = None) -> LanguageBackend:
     if settings.llm.backend == "openai":
         from hindsight.llm import OpenAICompatibleClient
         from pipeline.llm_backend import LLMBackend
@@ -27,8 +27,9 @@ def build_backend(settings: Settings) -> LanguageBackend:
         )
     from pipeline.offline import OfflineDistiller
 
-    return OfflineDistiller()
+    return OfflineDistiller(embedder)
 
 
 def build_clients(settings: Settings) -> Clients:
-    return Clients(backend=build_backend(settings), embedder=build_embedder(settings.embedding), settings=settings)
+    embedder = build_embedder(settings.embedding)
+    return Clients(backend=build_backend(settings, embedder), embedder=embedder, settings=settings)

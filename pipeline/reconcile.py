@@ -17,6 +17,7 @@ import re
 import uuid
 from dataclasses import dataclass
 
+from pipeline.slots import BY_NAME, canonical_slot
 from pipeline.text import content_tokens, core_negated, extract_numbers, has_cjk, normalize, numbers_conflict
 from schemas.pipeline import (
     CandidateFact,
@@ -46,24 +47,6 @@ short, directly usable text, not a growing list."""
 
 _LIVE = (MemoryState.active, MemoryState.stale)
 
-# Key attribute words that name the same thing ("home_city" ~ "city", "db_preference" ~ "database").
-_KEY_SYNONYMS: dict[str, str] = {
-    **dict.fromkeys(["home", "city", "address", "location", "residence", "lives", "live", "hometown_now"], "residence"),
-    **dict.fromkeys(["employer", "company", "job", "workplace", "work"], "employer"),
-    **dict.fromkeys(["sport", "sports", "exercise", "fitness", "workout", "running"], "exercise"),
-    **dict.fromkeys(["diet", "food", "eating"], "diet"),
-    **dict.fromkeys(["drink", "drinks", "beverage", "tea", "coffee"], "drink"),
-    **dict.fromkeys(["db", "database", "databases"], "database"),
-    **dict.fromkeys(["os", "operating_system"], "os"),
-    **dict.fromkeys(["phone", "mobile", "device", "devices"], "device"),
-    **dict.fromkeys(["code", "lang", "language", "programming"], "language.programming"),
-    **dict.fromkeys(["style", "answer", "answers", "reply", "response", "format", "answer_style"], "answer_style"),
-    **dict.fromkeys(["allergy", "allergies", "allergic"], "allergy"),
-    **dict.fromkeys(["hobby", "hobbies"], "hobby"),
-    **dict.fromkeys(["role", "title", "position", "occupation", "profession"], "role"),
-    **dict.fromkeys(["editor", "ide"], "editor"),
-    **dict.fromkeys(["schedule", "shift", "shifts", "hours"], "schedule"),
-}
 _KEY_FILLER = frozenset(
     [
         "pref",
@@ -92,10 +75,15 @@ def canonical_key(key: str) -> tuple[str, tuple[str, ...]]:
     for token in re.split(r"[._\-]+", attr):
         if not token or token in _KEY_FILLER:
             continue
-        concept = _KEY_SYNONYMS.get(token, token)
+        concept = canonical_slot(token) or token
         if concept not in concepts:
             concepts.append(concept)
     return subject, tuple(concepts)
+
+
+def _single_valued(key: str) -> bool:
+    """Whether the key's slot holds one value at a time (a city, an employer): the registry says."""
+    return any(c in BY_NAME and BY_NAME[c].cardinality == "one" for c in canonical_key(key)[1])
 
 
 def keys_match(a: str, b: str) -> bool:
@@ -162,25 +150,6 @@ def _salient(text: str) -> set[str]:
 def _shares_salient(old: set[str], new: set[str]) -> bool:
     # "Postgres" and "PostgreSQL" are the same product: a shared prefix of 5+ letters counts.
     return any(a == b or (min(len(a), len(b)) >= 5 and (a.startswith(b) or b.startswith(a))) for a in old for b in new)
-
-
-# Attributes that hold one value at a time: a different value there contradicts (a city, an employer).
-_SINGLE_VALUED = frozenset(
-    [
-        "residence",
-        "employer",
-        "role",
-        "name",
-        "os",
-        "diet",
-        "editor",
-        "hometown",
-        "schedule",
-        "database",
-        "device",
-        "answer_style",
-    ]
-)
 
 
 def _overlap(old: str, new: str) -> float:
@@ -306,7 +275,7 @@ def _same_key_decision(fact: CandidateFact, emb: list[float], mem: _Mem, thresho
                 target_id=mem.id,
                 reason=f"same key {mem.key}: restates it without new specifics",
             )
-        single = bool(set(canonical_key(mem.key)[1]) & _SINGLE_VALUED)
+        single = _single_valued(mem.key)
         dropped = {w for w in old_sal if not _shares_salient({w}, new_sal)}
         # One value at a time, and the new value names something else instead of the old specifics
         # ("editor is Vim" -> "editor is Emacs"): shared template words do not make it a refinement.
@@ -329,6 +298,17 @@ def _same_key_decision(fact: CandidateFact, emb: list[float], mem: _Mem, thresho
                 embedding=emb,
                 new_id=uuid.uuid4(),
                 reason=f"same key {mem.key}: another value of a many-valued attribute, kept as its own memory",
+            )
+        if not single and fact.supersedes_previous and _shares_salient(old_sal, new_sal) and not mem.pinned:
+            # "switched from Polars to DuckDB" beside "prefers Polars": a change that names the old value retires
+            # it, on a many-valued slot too; the other values of the slot stay.
+            return MemoryOp(
+                action="supersede",
+                fact=fact,
+                embedding=emb,
+                new_id=uuid.uuid4(),
+                target_id=mem.id,
+                reason=f"same slot as {mem.key}, change-of-state cue naming its value: old memory archived",
             )
         refines = not replaced and (related or not single)
         # A change cue retires a single-valued memory

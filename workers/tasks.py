@@ -17,7 +17,7 @@ from hindsight.clients import Clients, build_clients
 from hindsight.config import get_settings
 from hindsight.db.engine import get_engine
 from hindsight.errors import NotFound, PermanentError, TransientError
-from hindsight.services import distill, lifecycle
+from hindsight.services import distill, lifecycle, reindex
 from hindsight.services.sessions import session_store
 from workers.celery_app import app
 
@@ -98,6 +98,12 @@ def run_lifecycle(now: str | None = None) -> dict[str, Any]:
         "archived": report.archived,
         "expired": report.expired,
     }
+
+
+@app.task(name="memories.reindex", base=HindsightTask)
+def reindex_memories() -> int:
+    """Rebuild the search words of memories written with an older slot vocabulary (after an upgrade)."""
+    return reindex.reindex_search_text(get_engine(get_settings())).rebuilt
 
 
 @app.task(name="transcripts.sweep", base=HindsightTask)

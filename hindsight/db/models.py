@@ -105,7 +105,10 @@ class MemoryRow(Base):
     has_conflict: Mapped[bool] = mapped_column(Boolean, default=False)
     embedding: Mapped[list[float]] = mapped_column(Vector())
     search_text: Mapped[str] = mapped_column(Text, default="")
-    """Value segmented for full-text search (jieba for Chinese)."""
+    """Key, slot topic words and value, segmented for full-text search (jieba for Chinese)."""
+    search_vocab: Mapped[str | None] = mapped_column(String(32))
+    """The slot vocabulary (`pipeline.slots.VOCAB_VERSION`) search_text was built with; the reindex job rebuilds
+    rows built with another."""
     content_tsv: Mapped[Any] = mapped_column(TSVECTOR, Computed("to_tsvector('simple', search_text)", persisted=True))
     backend: Mapped[str] = mapped_column(String(128))
     """The language back-end (and prompt version) that produced the memory."""

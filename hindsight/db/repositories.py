@@ -35,7 +35,6 @@ def try_advisory_xact_lock(session: Session, scope: str, key: str = "") -> bool:
     return bool(row)
 
 
-
 def _delete_in_namespace(session: Session, model: Any, namespace: str, ids: Sequence[uuid.UUID]) -> int:
     """DELETE the rows of `model` with these ids in the namespace; how many went."""
     if not ids:
@@ -46,6 +45,7 @@ def _delete_in_namespace(session: Session, model: Any, namespace: str, ids: Sequ
         .execution_options(synchronize_session=False)
     )
     return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
 
 @dataclass
 class TranscriptRepository:
@@ -349,18 +349,19 @@ class MemoryRepository:
         clock_column: str,
         now: datetime,
         limit: int,
+        key_windows: dict[str, int] | None = None,
     ) -> list[tuple[uuid.UUID, str, str]]:
-        """Compare-and-set `from_state` -> `to_state` for unpinned memories older than their kind's window.
+        """Compare-and-set `from_state` -> `to_state` for unpinned memories older than their window: the
+        first of `key_windows` (key attribute → days, from the slot registry) whose attribute ends the key,
+        else their kind's window, else `default_days`.
 
         Returns (id, namespace, kind) of the rows this call moved; a concurrent caller moving the same row
         finds it no longer in `from_state` and skips it (SKIP LOCKED + the WHERE on state).
         """
         column = getattr(MemoryRow, clock_column)
-        days = (
-            case(*[(MemoryRow.kind == kind, n) for kind, n in windows.items()], else_=default_days)
-            if windows
-            else literal(default_days)
-        )
+        branches = [(MemoryRow.key.like(f"%.{attr}"), n) for attr, n in (key_windows or {}).items()]
+        branches += [(MemoryRow.kind == kind, n) for kind, n in windows.items()]
+        days = case(*branches, else_=default_days) if branches else literal(default_days)
         due = (
             select(MemoryRow.id)
             .where(

@@ -14,7 +14,7 @@ from hindsight.config import Settings
 from hindsight.db.models import MemoryRow
 from hindsight.db.repositories import AuditRepository, MemoryRepository, ProvenanceRepository
 from hindsight.evaluation.scoring import StoredMemory
-from hindsight.textsearch import memory_search_text
+from hindsight.textsearch import SEARCH_VOCAB, memory_search_text
 from pipeline.base import Embedder
 from schemas.memories import MemoryRead
 
@@ -65,6 +65,7 @@ def seed_memory(
         has_conflict=False,
         embedding=embedding,
         search_text=memory_search_text(key, value),
+        search_vocab=SEARCH_VOCAB,
         backend=backend,
         embedding_model=embedding_model,
         created_at=at,

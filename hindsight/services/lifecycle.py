@@ -21,6 +21,7 @@ from hindsight.db.repositories import (
     TranscriptRepository,
     try_advisory_xact_lock,
 )
+from pipeline.slots import slot_stale_windows
 
 log = structlog.get_logger(__name__)
 ACTOR = "lifecycle"
@@ -54,6 +55,7 @@ def run_lifecycle(engine: Engine, settings: LifecycleSettings, *, now: datetime 
                     to_state="stale",
                     windows=settings.stale_after_days,
                     default_days=settings.default_stale_after_days,
+                    key_windows=slot_stale_windows(),
                     clock_column="last_verified_at",
                     now=now,
                     limit=settings.batch_size,

