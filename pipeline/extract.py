@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from pipeline import extract_lexicon as lx
 from pipeline.secrets import MARKER_RE, describe_secret, redact_secrets
@@ -32,6 +33,7 @@ from pipeline.text import (
     split_sentences,
     strip_code,
 )
+from pipeline.timeref import resolve_relative_time
 from schemas.pipeline import CandidateFact, MemoryKind, MemoryState, Role, Source, Transcript, Turn
 
 MAX_VALUE_CHARS = 240
@@ -63,7 +65,8 @@ OTHERS = Subject("others")
 """Unnamed other people ("他们", "they"): nothing is kept about them."""
 IDENTITY = lx.Attribute("identity", MemoryKind.relationship, None, None)
 _SLOT_ATTRIBUTES = {s.name: lx.Attribute(s.name, s.kind, None, None) for s in BY_NAME.values()}
-DECISION = _SLOT_ATTRIBUTES["decision"]
+DECISION = lx.Attribute("decision.*", MemoryKind.decision, None, None)
+"""Keyed by what was decided ("user.decision.riverpod"): two decisions about different things never conflict."""
 
 
 @dataclass
@@ -96,6 +99,8 @@ class _Context:
     lowercase: frozenset[str] = frozenset()
     """Words the transcript also writes in lower case ("dance", "pottery"): a capitalised one opening a
     sentence is that word, not somebody's name."""
+    occurred_at: datetime | None = None
+    """When the conversation happened: relative time in a value ("last week", "上个月") is resolved against it."""
     judge: SlotJudge = field(default_factory=default_judge)
     """The learned decision: does a clause state a stable fact, and which slot does it fill."""
 
@@ -178,6 +183,11 @@ def _is_mood(clause: str) -> bool:
 
 def _is_smalltalk(clause: str) -> bool:
     return len(clause) <= 1 or bool(lx.ZH_SMALLTALK.search(clause) or lx.EN_SMALLTALK.search(clause))
+
+
+_ADDRESSED_RE = re.compile(r"\b(?:you|your|me)\b|你|您|[给叫提醒帮跟对回复告诉称呼]我", re.I)
+"""A standing instruction is said to the assistant ("always answer me in Spanish", "以后叫我小何"); "I'm always
+looking for new games" or "下班以后去游泳" holds "always"/"以后" but asks nothing of anyone."""
 
 
 def _is_standing(sentence: str) -> bool:
@@ -650,7 +660,7 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
 
     # A standing instruction ("以后叫我…", "if it rains, remind me…", "always CC …") is kept whole:
     # its request form is the point, and it holds beyond this conversation.
-    standing = _is_standing(sentence) and ctx.assistant
+    standing = _is_standing(sentence) and ctx.assistant and bool(_ADDRESSED_RE.search(sentence))
     if (
         standing
         and not _is_question(sentence)
@@ -727,14 +737,26 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         else:
             negated = all(_polarity(c) for c in clauses if _match_attribute(c, ctx.judge) is not None)
         key = _key_for(subj, attr, core)
-        if key.endswith(".misc") and len(core.split()) <= 4:
+        if _says_nothing(" ".join(clauses)):
             continue  # "I love it", "I loved that": a reaction with nothing to remember
+        if attr is DECISION and (key.endswith(".misc") or _says_nothing(core)):
+            continue  # "let's go with that": what was decided is not named here
         if attr.name.startswith("decision") and len(re.sub(r"[\W_]|决定了?|定了|decided", "", core)) < 2:
             continue  # "决定了，…": the clause that follows says what was decided
         kind = attr.kind if subj.is_user else MemoryKind.relationship if attr.name == "role" else attr.kind
         c = conf - (0.1 if attr.name.endswith(".*") else 0.0) - (0.05 if not subj.is_user else 0.0)
         sep = "，" if has_cjk(core) else ", "
         _add(ctx, key, kind, sep.join(clauses), turn, c, subj, lang, negated=negated)
+
+
+_REFERENT_RE = re.compile(r"\b(?:it|that|this|them|those|these)\b|这个|那个|这些|那些|它", re.I)
+
+
+def _says_nothing(text: str) -> bool:
+    """A reaction whose object is only a pointer ("I love it", "I loved that", "我喜欢这个"): one content word at
+    most, and that a verb of the reaction; what "it" was is not in the clause, so nothing can be remembered."""
+    words = {w for w in content_tokens(text) if not _REFERENT_RE.fullmatch(w)}
+    return len(words) <= 1 and bool(_REFERENT_RE.search(text))
 
 
 # `\s*+`: with the greeting absent the two `\s*` are adjacent, and backtracking would try every split of a
@@ -810,6 +832,8 @@ def _add(
         value = f"{subject.name}{'' if lang == 'zh' else ': '}{value}"
     if len(value) < 4:
         return
+    if ctx.occurred_at is not None:
+        value = resolve_relative_time(value, ctx.occurred_at)  # true when it is read a year later
     turns = turn if isinstance(turn, list) else [turn]
     ctx.drafts.append(
         _Draft(
@@ -845,10 +869,15 @@ def claim_about_user(sentence: str, judge: SlotJudge | None = None) -> tuple[str
         return None
     if _WH_RE.search(claim):
         return None  # "你弹哪种吉他？" asks; "yes" to it confirms nothing
-    attr = _match_attribute(_as_first_person(claim), judge or default_judge())
-    if attr is None or attr is DECISION:
-        return None
-    return claim, attr
+    judge = judge or default_judge()
+    # "Since you're a vegetarian, I picked a lentil curry": the clause about the user is the claim.
+    for part in [claim, *(c for c in split_clauses(claim) if c != claim)]:
+        if not (_ZH_CLAIM_RE.search(part) or _EN_CLAIM_RE.search(part)):
+            continue
+        attr = _match_attribute(_as_first_person(part), judge)
+        if attr is not None and attr is not DECISION:
+            return claim, attr
+    return None
 
 
 def _as_first_person(claim: str) -> str:
@@ -1158,6 +1187,7 @@ def extract_facts(transcript: Transcript, judge: SlotJudge | None = None) -> lis
     judge.prime(_candidate_clauses(transcript))
     ctx = _Context(
         judge=judge,
+        occurred_at=transcript.occurred_at,
         participants=speakers(transcript),
         assistant=any(t.role is Role.assistant for t in transcript.turns),
         lowercase=frozenset(

@@ -177,7 +177,7 @@ EN_REQUEST = re.compile(
     r"^(?:(?:ok|okay|so|and|also|now|hey|hi|quick q|"
     r"quick question)[,:]?\s+)?(?:can you|could you|would you|will you|please|"
     r"pls|help me|give me|write|make|show|tell me|let's|convert|draft|add|swap|remove|pull up|check|find|"
-    r"summarize|explain|suggest|list|translate|fix|generate|read|compare|recommend|plan|create|build me|"
+    r"summari[sz]e|explain|suggest|list|translate|fix|generate|read|compare|recommend|plan|create|build me|"
     r"send|book|update|look up|search|"
     r"any tips|what's|whats|here's|here is)\b",
     re.I,

@@ -20,6 +20,7 @@ from pipeline.prompts.distill_v1 import (
     build_messages,
 )
 from pipeline.secrets import redact_secrets
+from pipeline.slots import slot_of
 from pipeline.text import restates_quoted, strip_invisible
 from schemas.pipeline import (
     CandidateFact,
@@ -85,7 +86,19 @@ def _clean_key(key: str, subject: str) -> str:
     key = redact_secrets(key).text
     if key and "." not in key:
         key = f"{subject}.{key}"  # keys are subject.attribute
-    return key[:MAX_KEY_CHARS]
+    return registry_key(key)[:MAX_KEY_CHARS]
+
+
+def registry_key(key: str) -> str:
+    """A model's key onto the slot registry's names (`user.occupation` → `user.role`, `user.home_city` →
+    `user.city`), so its facts meet the offline extractor's and the lifecycle's; `decision.*`/`instruction.*`
+    keep what follows, and a key naming no slot stays as it is."""
+    head, _, attribute = key.partition(".")
+    first = attribute.split(".", 1)[0]
+    if first in ("decision", "instruction") or not attribute:
+        return key
+    slot = slot_of(attribute)
+    return f"{head}.{slot.name}" if slot is not None else key
 
 
 def _kind(raw: str) -> MemoryKind:

@@ -30,6 +30,9 @@ MODEL_PATH = Path(__file__).with_name("models") / "slot_classifier.npz"
 NONE = "none"
 """The class of a clause that states nothing worth remembering."""
 HASH_DIM = 4096
+MAX_CLAUSE_CHARS = 300
+"""What the classifier reads of a clause: a stable fact is said in far fewer characters, and the embedding's
+cost grows with the text (a 32,000-character turn must not cost seconds)."""
 _WORD_RE = re.compile(r"[a-z][a-z']*|\d+")
 _FIRST_PERSON_RE = re.compile(r"\b(?:i|i'm|i've|i'd|im|ive|my|me|mine|myself|we|we're|our|us)\b|我|俺", re.I)
 _SECOND_PERSON_RE = re.compile(r"\byou(?:r|rs|'re|'ve)?\b|你|您", re.I)
@@ -44,7 +47,7 @@ def canonical_clause(text: str) -> str:
 
     Training sentences are persona lines ("I have two dogs.") and chat clauses ("i have two dogs lol"): a
     full stop or a capital letter must not be what tells a fact from chat."""
-    return _EDGE_RE.sub("", normalize(text).lower())
+    return _EDGE_RE.sub("", normalize(text[: MAX_CLAUSE_CHARS * 2]).lower()[:MAX_CLAUSE_CHARS])
 
 
 def _bucket(token: str) -> int:

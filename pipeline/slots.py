@@ -196,7 +196,7 @@ SLOTS: tuple[Slot, ...] = (
     Slot(
         "diet",
         K.preference,
-        "one",
+        "many",
         "diet and eating restrictions (vegetarian, halal, no pork)",
         _w("diet eat eats vegetarian vegan"),
         _w("饮食 吃 忌口 素食"),
@@ -284,7 +284,7 @@ SLOTS: tuple[Slot, ...] = (
         "other likes, dislikes and favourites (colours, places, brands)",
         _w("likes like favorite favourite prefers preference"),
         _w("喜欢 偏好 最爱"),
-        _w("preferences likes favorite favourite dislike dislikes"),
+        _w("preferences likes dislike dislikes"),
     ),
     Slot(
         "stack",
@@ -391,8 +391,18 @@ _ALIAS: dict[str, str] = {
     **{s.name: s.name for s in SLOTS},
 }
 
-VOCAB_VERSION = hashlib.sha256(repr(sorted((s.name, s.en, s.zh, s.aliases) for s in SLOTS)).encode()).hexdigest()[:12]
+
+def vocab_version(registry: tuple[Slot, ...]) -> str:
+    """A digest of what full text reads from the registry: each slot's name, topic words and aliases."""
+    return hashlib.sha256(repr(sorted((s.name, s.en, s.zh, s.aliases) for s in registry)).encode()).hexdigest()[:12]
+
+
+VOCAB_VERSION = vocab_version(SLOTS)
 """Changes whenever a slot's name, topic words or aliases do: full text built with another is rebuilt."""
+
+
+_FILLER = frozenset(_w("favorite favourite fav main current primary preferred usual regular daily weekly pref"))
+"""Words that qualify a slot without naming one (`favourite_sport` is about sport)."""
 
 
 def slot_of(attribute: str) -> Slot | None:
@@ -401,7 +411,7 @@ def slot_of(attribute: str) -> Slot | None:
     if attribute in _ALIAS:
         return BY_NAME[_ALIAS[attribute]]
     for part in re.split(r"[._\-]+", attribute):
-        if part in _ALIAS:
+        if part in _ALIAS and part not in _FILLER:
             return BY_NAME[_ALIAS[part]]
     return None
 

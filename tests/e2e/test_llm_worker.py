@@ -121,7 +121,7 @@ def test_llm_backend_distills_through_429_and_dead_letters_poison(
             sa.text("SELECT value, source, backend FROM memories WHERE namespace=:n"), {"n": namespace}
         ).all()
     assert [(r[0], r[1]) for r in rows] == [("User runs CockroachDB in production", "user")]
-    assert rows[0][2] == "openai:scripted-model/distill_v1.1"
+    assert rows[0][2] == "openai:scripted-model/distill_v1.2"
     sent = server.requests[0]
     assert sent["model"] == "scripted-model"
     assert sent["temperature"] == 0

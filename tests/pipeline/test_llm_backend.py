@@ -92,13 +92,13 @@ def backend(server: ScriptedLLMServer) -> LLMBackend:
 
 def test_backend_name_and_protocol(backend: LLMBackend) -> None:
     assert isinstance(backend, LanguageBackend)
-    assert backend.name == f"openai:{MODEL}/{PROMPT_VERSION}" == "openai:test-model/distill_v1.1"
+    assert backend.name == f"openai:{MODEL}/{PROMPT_VERSION}" == "openai:test-model/distill_v1.2"
 
 
 def test_real_user_fact_is_kept_with_its_turn_ids(server: ScriptedLLMServer, backend: LLMBackend) -> None:
     server.enqueue_json(answer(fact(source_turn_ids=["D1:1"])))
     out = backend.distill(CONVERSATION)
-    assert out.backend == "openai:test-model/distill_v1.1"
+    assert out.backend == "openai:test-model/distill_v1.2"
     assert out.summary.text == "User works with PostgreSQL 15."
     assert out.summary.turn_ids == ["D1:1"]
     assert out.summary.entities == ["PostgreSQL"]
@@ -195,7 +195,7 @@ def test_kinds_keys_values_are_normalised_and_bounded(server: ScriptedLLMServer,
     assert len(facts) == 5  # the blank key and blank value are dropped
     hobby, spice, bio, secret, colleague = facts
     assert hobby.kind == MemoryKind.fact  # unknown kind
-    assert hobby.key == "user.favourite_sport"
+    assert hobby.key == "user.exercise"  # onto the registry's slot: favourite sport is about sport
     assert hobby.value == "Plays tennis weekly"
     assert (spice.kind, spice.key, spice.negated, spice.confidence) == (
         MemoryKind.preference,

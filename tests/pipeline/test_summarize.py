@@ -57,7 +57,8 @@ def test_offline_distiller_is_a_language_backend() -> None:
     d = OfflineDistiller()
     assert isinstance(d, LanguageBackend)
     out = d.distill(_transcript([("user", "I live in Lisbon."), ("assistant", "Nice city.")]))
-    assert out.backend == "offline/1"
+    assert out.backend.startswith("offline/2+slots-")
+    assert out.backend == f"offline/2+{d.judge.produced_by}"
     assert any("Lisbon" in f.value for f in out.facts)
     assert out.summary.turn_ids
 

@@ -1,0 +1,53 @@
+"""Relative time in memory values is resolved against the conversation's time, at the precision it was said."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+import pytest
+
+from pipeline.extract import extract_facts
+from pipeline.timeref import resolve_relative_time
+from schemas.pipeline import Transcript, Turn
+
+AT = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)  # a Tuesday
+
+
+@pytest.mark.parametrize(
+    ("text", "resolved"),
+    [
+        ("upgraded to PostgreSQL 16 last week", "upgraded to PostgreSQL 16 in the week of 2026-11-23"),
+        ("started at Acme 3 weeks ago", "started at Acme in the week of 2026-11-09"),
+        ("moved to Lyon two years ago", "moved to Lyon in 2024"),
+        ("adopted a cat yesterday", "adopted a cat on 2026-11-30"),
+        ("joined the club last month", "joined the club in November 2026"),
+        ("starts the new job next month", "starts the new job in January 2027"),
+        ("上周把数据库升级到 PostgreSQL 16 了", "2026年11月23日那周把数据库升级到 PostgreSQL 16 了"),
+        ("去年搬到成都", "2025年搬到成都"),
+        ("三天前领养了一只猫", "2026年11月28日领养了一只猫"),
+        ("上个月开始学游泳", "2026年11月开始学游泳"),
+        ("两年前换了工作", "2024年换了工作"),
+    ],
+)
+def test_relative_time_becomes_the_date_it_meant(text: str, resolved: str) -> None:
+    assert resolve_relative_time(text, AT) == resolved
+
+
+def test_time_without_a_fixed_point_is_left_alone() -> None:
+    for text in ("recently started running", "最近在学日语", "has lived here for years"):
+        assert resolve_relative_time(text, AT) == text
+
+
+def test_a_memory_value_holds_no_relative_time() -> None:
+    transcript = Transcript(
+        id=uuid.uuid4(),
+        namespace="t",
+        conversation_id="c",
+        occurred_at=AT,
+        turns=[Turn(index=0, turn_id="t0", role="user", content="我们团队上个月把数据库从 MySQL 换成了 PostgreSQL。")],
+    )
+    values = [f.value for f in extract_facts(transcript)]
+    assert any("PostgreSQL" in v for v in values)
+    assert not any("上个月" in v for v in values)
+    assert any("2026年11月" in v for v in values if "PostgreSQL" in v)

@@ -1,0 +1,208 @@
+"""The slot registry and everything that reads it: reconcile's key matching and cardinality, full-text topic
+words and their reindex job, the lifecycle's per-slot windows, the LLM prompt and key mapping, and the
+packaged slot classifier."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+
+from hindsight.config import LifecycleSettings
+from hindsight.services.lifecycle import run_lifecycle
+from hindsight.services.reindex import reindex_search_text
+from hindsight.textsearch import SEARCH_VOCAB, memory_search_text
+from pipeline import slots
+from pipeline.llm_backend import registry_key
+from pipeline.prompts.distill_v1 import SYSTEM_PROMPT
+from pipeline.reconcile import keys_match, reconcile
+from pipeline.slot_model import MODEL_PATH, NONE, SlotClassifier, canonical_clause, default_judge
+from schemas.pipeline import CandidateFact, EmbeddedFact, ExistingMemory, MemoryKind, MemoryState, Source
+from tests.factories import create_memory
+
+# --- the registry itself ----------------------------------------------------------------------------------
+
+
+def test_every_alias_names_exactly_one_slot() -> None:
+    names = [s.name for s in slots.SLOTS]
+    assert len(names) == len(set(names))
+    seen: dict[str, str] = {}
+    for s in slots.SLOTS:
+        for alias in s.aliases:
+            assert alias not in names or alias == s.name, f"{alias} is both an alias of {s.name} and a slot"
+            assert seen.setdefault(alias, s.name) == s.name, f"{alias} names {seen[alias]} and {s.name}"
+
+
+def test_keys_written_differently_meet_on_their_slot() -> None:
+    assert slots.key_slot("user.home_city").name == "city"
+    assert slots.key_slot("person:maya.hobbies").name == "hobby"
+    assert slots.key_slot("user.diet.spicy_food").name == "diet"
+    assert slots.key_slot("user.something_else") is None
+    assert keys_match("user.home_city", "user.city")
+    assert keys_match("user.occupation", "user.role")
+    assert not keys_match("user.city", "person:maya.city")  # another subject is another memory
+    assert not keys_match("user.city", "user.hometown")
+
+
+def test_topic_words_come_from_the_registry() -> None:
+    words = slots.topic_words("user.occupation")  # an alias of role
+    assert {"job", "工作"} <= set(words)
+    text = memory_search_text("user.role", "User is a nurse")
+    assert "occupation" in text
+    assert "nurse" in text
+
+
+def test_the_vocabulary_version_follows_the_words(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert slots.vocab_version(slots.SLOTS) == slots.VOCAB_VERSION
+    changed = (*slots.SLOTS[:-1], slots.Slot("instruction", MemoryKind.preference, "many", "x", ("rule",)))
+    assert slots.vocab_version(changed) != slots.VOCAB_VERSION
+
+
+def test_the_llm_prompt_lists_every_slot_and_its_keys_map_onto_them() -> None:
+    for s in slots.SLOTS:
+        assert f"- {s.name} (" in SYSTEM_PROMPT
+    assert registry_key("user.occupation") == "user.role"
+    assert registry_key("colleague:li.home_city") == "colleague:li.city"
+    assert registry_key("user.decision.riverpod") == "user.decision.riverpod"
+    assert registry_key("user.unheard_of") == "user.unheard_of"
+
+
+# --- cardinality decides what a new value does ------------------------------------------------------------
+
+
+def _fact(key: str, value: str, *, change: bool = False) -> EmbeddedFact:
+    fact = CandidateFact(
+        kind=MemoryKind.profile,
+        key=key,
+        value=value,
+        source=Source.user,
+        confidence=0.8,
+        turn_ids=["t0"],
+        supersedes_previous=change,
+    )
+    return EmbeddedFact(fact=fact, embedding=[0.0, 1.0])
+
+
+def _existing(key: str, value: str) -> ExistingMemory:
+    return ExistingMemory(
+        id=uuid.uuid4(),
+        kind=MemoryKind.profile,
+        source=Source.user,
+        key=key,
+        value=value,
+        negated=False,
+        state=MemoryState.active,
+        pinned=False,
+        confidence=0.8,
+        embedding=[1.0, 0.0],
+    )
+
+
+def test_a_one_value_slot_is_replaced_and_a_many_value_slot_accumulates() -> None:
+    [moved] = reconcile([_fact("user.city", "User lives in Lyon", change=True)],
+                        [_existing("user.home_city", "User lives in Paris")], dedupe_threshold=0.9)  # fmt: skip
+    assert moved.action == "supersede"
+    [second] = reconcile([_fact("user.pet", "User has a parrot named Kiwi")],
+                         [_existing("user.pet", "User has a beagle called Biscuit")], dedupe_threshold=0.9)  # fmt: skip
+    assert second.action == "insert"
+
+
+def test_a_change_that_names_the_old_value_retires_it_on_a_many_value_slot() -> None:
+    old = _existing("user.stack", "User prefers Polars over pandas")
+    [op] = reconcile([_fact("user.stack", "User switched from Polars to DuckDB", change=True)], [old],
+                     dedupe_threshold=0.9)  # fmt: skip
+    assert op.action == "supersede"
+    assert op.target_id == old.id
+    other = _existing("user.stack", "User deploys on Fly.io")
+    [op] = reconcile([_fact("user.stack", "User switched from Polars to DuckDB", change=True)], [other],
+                     dedupe_threshold=0.9)  # fmt: skip
+    assert op.action != "supersede"  # names nothing of the other value: that one stays
+
+
+# --- the reindex job ----------------------------------------------------------------------------------------
+
+
+def _search(engine: sa.Engine, mid: uuid.UUID) -> tuple[str, str | None]:
+    with engine.connect() as conn:
+        row = conn.execute(sa.text("SELECT search_text, search_vocab FROM memories WHERE id=:i"), {"i": mid}).one()
+    return row[0], row[1]
+
+
+def test_reindex_rebuilds_rows_of_another_vocabulary_once(services, engine, namespace) -> None:
+    old = create_memory(engine, namespace, key="user.role", value="User is a nurse", search_text="user role nurse")
+    current = create_memory(
+        engine,
+        namespace,
+        key="user.city",
+        value="User lives in Leeds",
+        search_text="kept as is",
+        search_vocab=SEARCH_VOCAB,
+    )
+    stale = create_memory(
+        engine, namespace, key="user.pet", value="User has a cat", search_text="x", search_vocab="old-version"
+    )
+    first = reindex_search_text(engine, batch_size=2)
+    assert first.rebuilt >= 2
+    text, vocab = _search(engine, old)
+    assert vocab == SEARCH_VOCAB
+    assert "occupation" in text
+    assert "nurse" in text
+    assert _search(engine, stale) == (memory_search_text("user.pet", "User has a cat"), SEARCH_VOCAB)
+    assert _search(engine, current) == ("kept as is", SEARCH_VOCAB)  # already current: untouched
+    again = reindex_search_text(engine)
+    assert _search(engine, old)[1] == SEARCH_VOCAB
+    assert again.rebuilt == 0 or all(_search(engine, m)[1] == SEARCH_VOCAB for m in (old, stale))
+
+
+# --- the lifecycle reads per-slot windows ---------------------------------------------------------------------
+
+
+def test_a_hometown_outlives_its_kinds_window(services, engine, namespace) -> None:
+    now = datetime(2026, 6, 1, tzinfo=UTC)
+    at = now - timedelta(days=400)
+    settings = LifecycleSettings(stale_after_days={"profile": 365})
+    hometown = create_memory(engine, namespace, kind="profile", key="user.hometown", at=at)
+    role = create_memory(engine, namespace, kind="profile", key="user.role", at=at)
+    run_lifecycle(engine, settings, now=now)
+    with engine.connect() as conn:
+        states = dict(
+            conn.execute(
+                sa.text("SELECT id, state FROM memories WHERE id IN (:a, :b)"), {"a": hometown, "b": role}
+            ).all()
+        )
+    assert states[role] == "stale"  # 400 days > profile's 365
+    assert states[hometown] == "active"  # the registry gives hometowns 730
+
+
+# --- the packaged classifier ----------------------------------------------------------------------------------
+
+
+def test_the_packaged_model_is_small_versioned_and_knows_every_slot_it_predicts() -> None:
+    assert MODEL_PATH.stat().st_size <= 20 * 1024 * 1024
+    model = SlotClassifier()
+    assert model.produced_by.startswith(f"slots-{model.version}-")
+    assert NONE in model.classes
+    assert all(c == NONE or c in slots.BY_NAME for c in model.classes)
+    assert {"seed", "threshold", "data"} <= set(model.meta)
+
+
+def test_the_judge_tells_a_stable_fact_from_chat_in_both_languages() -> None:
+    judge = default_judge()
+    assert judge.slot("I live in Berlin with my wife").name == "city"
+    assert judge.slot("我在上海住了五年了").name == "city"
+    assert judge.slot("thanks, that helps a lot") is None
+    assert judge.slot("哈哈太好了") is None
+    # Edge punctuation and case are not what decides.
+    assert canonical_clause("I have two dogs.") == canonical_clause("i have two dogs")
+    assert judge.predict("I have two dogs.") == judge.predict("i have two dogs")
+
+
+def test_features_are_the_same_for_the_same_clause() -> None:
+    model = SlotClassifier()
+    x = np.ones((1, 512), np.float32) / np.sqrt(512)
+    a = model.predict(["I work as a nurse"], x)
+    b = model.predict(["I work as a nurse"], x)
+    assert a == b
