@@ -9,7 +9,7 @@ partner the assistant. Three figures per language:
 * **slot accuracy**: among those utterances the extractor kept something from, the share with the right slot;
 * **precision**: of the memories kept about the user, the share that state one of the speaker's persona
   facts (the value is close to a persona sentence, cosine ≥ `MATCH_COS`, or shares its slot and its object);
-  and **memories per 10 user turns**.
+  **memories per 10 user turns**, and the **median WordPiece tokens** of a memory's value.
 """
 
 from __future__ import annotations
@@ -17,15 +17,16 @@ from __future__ import annotations
 import re
 import uuid
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from hindsight.evaluation.render import count_tokens
 from hindsight.training.extractor import _rows, load_dialogues, registry_slot
-from pipeline.extract import extract_facts
+from pipeline.extract import USER, _rewrite, extract_facts
 from pipeline.slot_model import SlotJudge
 from pipeline.slots import key_slot
 from schemas.pipeline import Role, Transcript, Turn
@@ -42,6 +43,7 @@ class _Tally:
     memories: int = 0
     precise: int = 0
     user_turns: int = 0
+    value_tokens: list[int] = field(default_factory=list)
 
     def figures(self) -> dict[str, float]:
         return {
@@ -49,6 +51,7 @@ class _Tally:
             "slot_accuracy": round(self.recalled / max(self.kept_any, 1), 3),
             "precision": round(self.precise / max(self.memories, 1), 3),
             "memories_per_10_turns": round(10 * self.memories / max(self.user_turns, 1), 2),
+            "median_value_tokens": float(np.median(self.value_tokens)) if self.value_tokens else 0.0,
             "fact_utterances": self.fact_utterances,
             "memories": self.memories,
         }
@@ -90,6 +93,8 @@ def evaluate(train_dir: Path, judge: SlotJudge, *, limit: int = 120) -> dict[str
             if not persona:
                 continue
             pv = np.asarray(embed([t for t, _ in persona]))
+            # Values are third person ("用户有两只狗"): compare them with the persona said the same way.
+            pv3 = np.asarray(embed([_rewrite(t, USER, d.lang) for t, _ in persona]))
             user_idx = [i for i, (who, _) in enumerate(turns) if who == "user"]
             uv = np.asarray(embed([turns[i][1] for i in user_idx])) if user_idx else np.zeros((0, pv.shape[1]))
             gold: dict[str, str] = {}
@@ -117,12 +122,13 @@ def evaluate(train_dir: Path, judge: SlotJudge, *, limit: int = 120) -> dict[str
             if facts:
                 fv = np.asarray(embed([f.value for f in facts]))
                 for f, v in zip(facts, fv, strict=True):
-                    sims = pv @ v
+                    sims = pv3 @ v
                     slot = key_slot(f.key)
                     same = any(
                         slot is not None and s == slot.name and _objects(t) & _objects(f.value) for t, s in persona
                     )
                     tally.memories += 1
+                    tally.value_tokens.append(count_tokens(f.value))
                     tally.precise += bool(sims.max() >= MATCH_COS or same)
         out[corpus] = tally.figures()
     return out

