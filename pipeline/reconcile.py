@@ -209,6 +209,18 @@ def _decide(fact: CandidateFact, emb: list[float], pool: list[_Mem], threshold: 
         candidates = [m for m in pool if m.state in _LIVE]
 
     same_key = [m for m in candidates if keys_match(m.key, fact.key)]
+    replaced = None if untrusted else _named_source(fact, candidates)
+    if replaced is not None and not any(_names(m.value, _source_of_change(fact.value) or "") for m in same_key):
+        # "switched from Polars to DuckDB" retires the memory that names Polars, whichever slot it was filed
+        # under ("prefers Polars over pandas" as a stack, the change as a language): the text says what it replaces.
+        return MemoryOp(
+            action="supersede",
+            fact=fact,
+            embedding=emb,
+            new_id=uuid.uuid4(),
+            target_id=replaced.id,
+            reason=f"change-of-state cue names what it replaces, held by {replaced.key}: old memory archived",
+        )
     if same_key and not untrusted:
         target = max(same_key, key=lambda m: _similarity(fact, emb, m))
         return _same_key_decision(fact, emb, target, threshold, sole=len(same_key) == 1)
@@ -235,6 +247,35 @@ def _decide(fact: CandidateFact, emb: list[float], pool: list[_Mem], threshold: 
     elif near is not None:
         reason = f"similar to {near[1].key} (cosine {near[0]:.2f}) but polarity or numbers differ; kept separate"
     return MemoryOp(action="insert", fact=fact, embedding=emb, new_id=uuid.uuid4(), reason=reason)
+
+
+_FROM_RE = re.compile(
+    r"\bfrom\s+([A-Za-z][\w+#.\-]*(?:\s[A-Z][\w+#.\-]*)?)\s+(?:to|for)\b|从\s*([A-Za-z][\w+#.\-]*|[\u4e00-\u9fff]{2,6}?)\s*"
+    r"(?:换成|换到|改成|改用|迁到|迁移到|转到|搬到|升级到|到)"
+)
+
+
+def _source_of_change(value: str) -> str | None:
+    """What a change says it moved away from ("switched from Polars to DuckDB" → Polars; "从 MySQL 换成" → MySQL)."""
+    m = _FROM_RE.search(value)
+    return (m.group(1) or m.group(2)).strip() if m else None
+
+
+def _names(value: str, term: str) -> bool:
+    return bool(term) and re.search(rf"(?<![\w]){re.escape(term)}(?![\w])", value, re.I) is not None
+
+
+def _named_source(fact: CandidateFact, candidates: list[_Mem]) -> _Mem | None:
+    """The one live, unpinned memory of the fact's subject that names what the change moved away from."""
+    source = _source_of_change(fact.value) if fact.supersedes_previous else None
+    if not source or len(source) < 2:
+        return None
+    subject = canonical_key(fact.key)[0]
+    named = [
+        m for m in candidates
+        if not m.pinned and canonical_key(m.key)[0] == subject and _names(m.value, source) and m.key != fact.key
+    ]  # fmt: skip
+    return named[0] if len(named) == 1 else None
 
 
 _NAMES_ITS_SOURCE = re.compile(r"\bfrom\b|\binstead of\b|从|由")

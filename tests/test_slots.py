@@ -219,3 +219,17 @@ def test_a_change_that_names_nothing_replaces_a_slots_only_value() -> None:
         [_fact("user.exercise", "用户现在改成下班以后去游泳", change=True)], [old, other], dedupe_threshold=0.9
     )
     assert all(op.action != "supersede" for op in ops)
+
+
+def test_a_change_retires_the_memory_that_names_what_it_replaced_whatever_its_slot() -> None:
+    polars = _existing("user.stack", "User prefers Polars over pandas for dataframes")
+    other = _existing("user.stack", "User deploys on Fly.io")
+    change = _fact("user.programming_language", "User switched from Polars to DuckDB for analysis", change=True)
+    [op] = reconcile([change], [polars, other], dedupe_threshold=0.9)
+    assert op.action == "supersede"
+    assert op.target_id == polars.id
+    # Without a change cue, or naming nothing stored, it is a new memory.
+    plain = _fact("user.programming_language", "User compared Polars to DuckDB for analysis")
+    assert reconcile([plain], [polars], dedupe_threshold=0.9)[0].action == "insert"
+    elsewhere = _fact("user.programming_language", "User switched from Julia to Python", change=True)
+    assert reconcile([elsewhere], [polars], dedupe_threshold=0.9)[0].action == "insert"

@@ -251,6 +251,9 @@ def test_prompt_renders_turn_ids_roles_and_fences_tool_text(server: ScriptedLLMS
     system, user = body["messages"]
     assert system["role"] == "system"
     assert "never the user speaking" in system["content"]
+    # The model is told the registry's slots, with their cardinality, as the offline extractor uses them.
+    assert "- city (one value): where they live now" in system["content"]
+    assert "- pet (several): pets they have" in system["content"]
     prompt = user["content"]
     assert "[turn_id=D1:1] user: I use PostgreSQL 15" in prompt
     assert "[turn_id=D1:2] assistant:" in prompt

@@ -1,0 +1,125 @@
+"""`hindsight train extractor`: one seeded command writes the model and prints its validation figures; the same
+seed and data give the same file. Run on a small corpus in the layout of ../shared/train."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from typer.testing import CliRunner
+
+from hindsight.cli import app
+from hindsight.training.extractor import persona_split
+from pipeline.slot_model import NONE, SlotClassifier
+
+PERSONAS = [
+    ["i have two dogs.", "i live in denver.", "i work as a nurse."],
+    ["i love to bake cookies.", "my favorite band is queen.", "i am a teacher."],
+    ["i grew up in ohio.", "i drive a red truck.", "i am allergic to cats."],
+    ["i play the violin.", "i have three kids.", "i hate spicy food."],
+    ["i am a vegan.", "i run every morning.", "i live in paris."],
+    ["i study chemistry.", "i have a cat named tom.", "i drink green tea."],
+]
+SLOTS = {
+    "dogs": "user.pet",
+    "cat": "user.pet",
+    "live": "user.city",
+    "nurse": "user.role",
+    "teacher": "user.role",
+    "bake": "user.hobby",
+    "band": "user.music",
+    "violin": "user.music",
+    "grew": "user.hometown",
+    "truck": "user.possession",
+    "allergic": "user.allergy",
+    "kids": "user.family",
+    "spicy": "user.food",
+    "vegan": "user.diet",
+    "run": "user.exercise",
+    "study": "user.education",
+    "tea": "user.drink",
+}
+
+
+def _slot(sentence: str) -> str | None:
+    return next((slot for word, slot in SLOTS.items() if word in sentence), None)
+
+
+def _persona(texts: list[str], zh: bool = False) -> list[dict[str, object]]:
+    out: list[dict[str, object]] = []
+    for t in texts:
+        row: dict[str, object] = {"text": ("我" + t) if zh else t, "facts": [{"slot": _slot(t)}] if _slot(t) else []}
+        if zh:
+            row["en"] = t
+        out.append(row)
+    return out
+
+
+def _corpus(root: Path) -> Path:
+    for name in ("spc", "xpersona_zh", "convai2_dnli", "paed_personaext"):
+        (root / name).mkdir(parents=True)
+    dialogues, zh, utterances = [], [], []
+    for copy in range(4):  # enough dialogues that some personas land in validation
+        for i, persona in enumerate(PERSONAS):
+            said = [*persona, "what do you do for fun?", "that sounds great!"]
+            turns = [
+                {"speaker": "A" if k % 2 == 0 else "B", "text": s}
+                for k, s in enumerate(sum(([s, "cool."] for s in said), []))
+            ]
+            base = {
+                "target_speaker": "A",
+                "dialogue": turns,
+                "persona": _persona([p.replace("i ", f"i {copy} ", 0) for p in persona]),
+            }
+            dialogues.append(
+                {"lang": "en", "source": "spc", "split": "valid", "dialogue_id": f"spc-{copy}-{i}", **base}
+            )
+            zh.append({"lang": "zh", "source": "xpersona_zh", "split": "valid", "dialogue_id": f"x-{copy}-{i}",
+                       "target_speaker": "A", "dialogue": [{"speaker": "A", "text": "我" + s} for s in said],
+                       "persona": _persona(persona, zh=True)})  # fmt: skip
+    for k, p in enumerate(sum(PERSONAS, [])):
+        facts = [{"slot": _slot(p)}] if _slot(p) else []
+        utterances.append(
+            {"lang": "en", "source": "convai2_dnli", "split": "valid", "dialogue_id": "c-0", "turn": k}
+            | {"speaker": "A", "utterance": p, "facts": facts}
+        )
+    files = {
+        "spc/dialogues.jsonl": dialogues,
+        "xpersona_zh/dialogues.jsonl": zh,
+        "convai2_dnli/dialogues.jsonl": [{**d, "source": "convai2_dnli"} for d in dialogues[:6]],
+        "convai2_dnli/utterances.jsonl": utterances,
+        "paed_personaext/utterances.jsonl": [{**u, "source": "paed"} for u in utterances],
+    }
+    for path, rows in files.items():
+        (root / path).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return root
+
+
+def test_persona_split_is_the_same_for_the_same_persona_in_any_corpus_or_language() -> None:
+    english = ["i have two dogs.", "I live in Denver"]
+    assert persona_split(english) == persona_split(["I live in Denver.", "i have two dogs"])
+    assert {persona_split([f"persona {i}"]) for i in range(50)} == {"train", "val"}
+
+
+def test_one_seeded_command_trains_the_model_and_prints_its_figures(tmp_path: Path) -> None:
+    corpus = _corpus(tmp_path / "train")
+    runner = CliRunner()
+    outputs = []
+    for run in ("a", "b"):
+        out = tmp_path / f"model-{run}.npz"
+        result = runner.invoke(
+            app, ["train", "extractor", "--train-dir", str(corpus), "--seed", "3", "--out", str(out)]
+        )
+        assert result.exit_code == 0, result.output
+        report = json.loads(result.stdout.strip().splitlines()[-1])
+        assert report["meta"]["seed"] == 3
+        assert report["validation"]  # clause-level figures per validation set
+        assert set(report["extractor"]) == {"spc", "convai2_dnli", "xpersona_zh"}
+        outputs.append(out)
+    assert outputs[0].read_bytes() == outputs[1].read_bytes()  # same seed, same data: the same model
+    model = SlotClassifier(outputs[0])
+    assert NONE in model.classes
+    assert model.version == "v1-s3"
+    p = model.probabilities(np.zeros((1, model.layers[0][0].shape[0]), np.float32))
+    assert np.isclose(p.sum(), 1.0)
