@@ -780,11 +780,24 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
 _REFERENT_RE = re.compile(r"\b(?:it|that|this|them|those|these)\b|这个|那个|这些|那些|它", re.I)
 
 
+_ELLIPTICAL_WORDS = (
+    "know knew will would do does did can could should might may think guess hope agree see understand bet too "
+    "either neither sure yes not never few some lot lots many much one ones "
+    "知道 会 能 要 想 觉得 认为 没有 没 有 是 不 也 都 还 就 可以 应该 希望 同意 明白 懂 确实 当然"
+)
+_ELLIPTICAL = frozenset(_ELLIPTICAL_WORDS.split())
+"""Auxiliaries, verbs of knowing and quantifiers: what an elliptical reply ("I know", "I will", "I have a few",
+"我知道", "我没有") is made of when the thing it is about was said by somebody else."""
+
+
 def _says_nothing(text: str) -> bool:
     """A reaction whose object is only a pointer ("I love it", "I loved that", "我喜欢这个"): one content word at
-    most, and that a verb of the reaction; what "it" was is not in the clause, so nothing can be remembered."""
+    most, and that a verb of the reaction; or an elliptical reply made only of auxiliaries and verbs of knowing
+    ("I know", "I will", "我知道"). What it is about is not in the clause, so nothing can be remembered."""
     words = {w for w in content_tokens(text) if not _REFERENT_RE.fullmatch(w)}
-    return len(words) <= 1 and bool(_REFERENT_RE.search(text))
+    if len(words) <= 1 and _REFERENT_RE.search(text):
+        return True
+    return words <= _ELLIPTICAL
 
 
 # `\s*+`: with the greeting absent the two `\s*` are adjacent, and backtracking would try every split of a

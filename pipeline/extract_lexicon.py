@@ -225,9 +225,11 @@ EN_REMEMBER = re.compile(
 ZH_REPEAT = re.compile(r"说过|跟你说过|讲过好几次|提过")
 EN_REPEAT = re.compile(r"\btold you\b|\bsaid (?:this|that) before\b", re.I)
 ZH_DISCOURSE = re.compile(
-    r"^(?:嗯+|哦+|噢|啊|哈+|好的?|行|对了|另外|还有|其实|顺便说一下|顺便|先说一下|先说|[跟和]你说一下|[跟和]你说|告诉你|"
-    r"说一下|补充一下|然后|所以|不过|"
-    r"但是|那|就是|反正|总之|话说|对|是的|没错|不是)[，,。！!：:\s]*"
+    # "那"/"对"/"行"/"好" open a sentence as fillers, and words as well ("那个小程序", "对面", "行业", "好像"):
+    # only the filler is stripped; "那个，" followed by a pause is a filler too.
+    r"^(?:嗯+|哦+|噢|啊|哈+|好的?(?![像多几些久])|行(?![业李程])|对了|另外|还有|其实|顺便说一下|顺便|先说一下|先说|"
+    r"[跟和]你说一下|[跟和]你说|告诉你|说一下|补充一下|然后|所以|不过|"
+    r"但是|那个(?=[，,])|那(?![个些么样种里边儿时会])|就是|反正|总之|话说|对(?![于面象方手])|是的|没错|不是)[，,。！!：:\s]*"
 )
 EN_DISCOURSE = re.compile(
     r"^(?:ok|okay|oh|ah|so|also|and|but|actually|well|yeah|yes|yep|no|nope|btw|anyway|right|hmm|great|good|"

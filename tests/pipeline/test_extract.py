@@ -577,3 +577,13 @@ def test_a_clause_without_its_subject_is_the_speakers_own() -> None:
     # A bare fragment is too little to tell who or what it is about.
     assert not extract_facts(_transcript(("user", "税法")))
     assert not extract_facts(_transcript(("user", "无聊")))
+
+
+def test_a_filler_is_stripped_not_the_word_it_starts() -> None:
+    from pipeline.extract import _strip_discourse
+
+    assert _strip_discourse("就是那个小程序") == "那个小程序"  # "那个" is "that", not the filler "那"
+    assert _strip_discourse("嗯，那个，我是护士") == "我是护士"  # "那个，" with a pause is a filler
+    assert _strip_discourse("对面的店是我开的") == "对面的店是我开的"
+    assert _strip_discourse("好像是吧") == "好像是吧"
+    assert _strip_discourse("那我就用 Go 吧") == "我就用 Go 吧"
