@@ -187,7 +187,7 @@ def _is_smalltalk(clause: str) -> bool:
 
 _ADDRESSED_RE = re.compile(r"\b(?:you|your|me)\b|你|您|[给叫提醒帮跟对回复告诉称呼]我", re.I)
 """A standing instruction is said to the assistant ("always answer me in Spanish", "以后叫我小何"); "I'm always
-looking for new games" or "下班以后去游泳" holds "always"/"以后" but asks nothing of anyone."""
+looking for new games" or "六点以后去健身房" holds "always"/"以后" but asks nothing of anyone."""
 
 
 def _is_standing(sentence: str) -> bool:
@@ -200,7 +200,7 @@ ATTRIBUTED_MIN_CHARS = 6
 
 
 def _attributed(clause: str) -> str:
-    """The clause as its speaker means it: Chinese drops the subject ("现在改成下班以后去游泳") and chat English
+    """The clause as its speaker means it: Chinese drops the subject ("现在改成周末去爬山") and chat English
     often does ("Took up rowing in spring"); a user turn's subject-less clause is the speaker's own."""
     if has_cjk(clause):
         # A bare fragment ("税法", "无聊") is too little to say who or what it is about.

@@ -285,7 +285,7 @@ _NAMES_ITS_SOURCE = re.compile(r"\bfrom\b|\binstead of\b|从|由")
 def _same_key_decision(
     fact: CandidateFact, emb: list[float], mem: _Mem, threshold: float, *, sole: bool = False
 ) -> MemoryOp:
-    """`sole`: `mem` is the only live memory of its slot, so a change that names no old value ("现在改成游泳")
+    """`sole`: `mem` is the only live memory of its slot, so a change that names no old value ("现在改成爬山")
     can only be a change from it."""
     sim = _similarity(fact, emb, mem)
     flipped = fact.negated != _mem_negated(mem)

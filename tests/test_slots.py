@@ -209,15 +209,13 @@ def test_features_are_the_same_for_the_same_clause() -> None:
 
 
 def test_a_change_that_names_nothing_replaces_a_slots_only_value() -> None:
-    old = _existing("user.exercise", "用户每天早上跑 5 公里")
-    [op] = reconcile([_fact("user.exercise", "用户现在改成下班以后去游泳", change=True)], [old], dedupe_threshold=0.9)
+    old = _existing("user.exercise", "用户每周打两次羽毛球")
+    [op] = reconcile([_fact("user.exercise", "用户现在改成周末去爬山", change=True)], [old], dedupe_threshold=0.9)
     assert op.action == "supersede"
     assert op.target_id == old.id
     # With two values on the slot, a change that names neither could be from either: both stay.
     other = _existing("user.exercise", "User does yoga on Sundays")
-    ops = reconcile(
-        [_fact("user.exercise", "用户现在改成下班以后去游泳", change=True)], [old, other], dedupe_threshold=0.9
-    )
+    ops = reconcile([_fact("user.exercise", "用户现在改成周末去爬山", change=True)], [old, other], dedupe_threshold=0.9)
     assert all(op.action != "supersede" for op in ops)
 
 

@@ -565,11 +565,11 @@ def test_who_runs_a_service_for_the_user_is_a_fact() -> None:
 
 def test_a_clause_without_its_subject_is_the_speakers_own() -> None:
     # Chinese drops the subject, chat English often does: the user's own turn still says it about the user.
-    [swim] = _find(
-        extract_facts(_transcript(("user", "膝盖受伤以后不跑了。现在改成下班以后去游泳，一周三次。"))), "游泳"
+    [hike] = _find(
+        extract_facts(_transcript(("user", "腰不好以后不打球了。现在改成周末去爬山，一个月两三次。"))), "爬山"
     )
-    assert swim.key == "user.exercise"
-    assert swim.subject == "user"
+    assert hike.key == "user.exercise"
+    assert hike.subject == "user"
     [rowing] = _find(
         extract_facts(_transcript(("user", "Took up rowing last spring, three mornings a week."))), "rowing"
     )
