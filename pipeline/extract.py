@@ -721,6 +721,11 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
             continue  # "let's go with Riverpod" is a decision, not a request
         if ctx.speaker is not None and _addresses_other(clause, ctx):
             continue
+        if _FREQUENCY_ONLY_RE.match(clause):
+            # "…去爬山，一个月两三次" / "I swim, three times a week": how often belongs to the clause before it.
+            if groups:
+                groups[-1][2].append(clause)
+            continue
         attr = _match_attribute(clause, ctx.judge)
         if attr is None and (_is_mood(clause) or lx.ZH_PLAN.search(clause) or lx.EN_PLAN.search(clause)):
             continue
@@ -775,6 +780,17 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         c = conf - (0.1 if attr.name.endswith(".*") else 0.0) - (0.05 if not subj.is_user else 0.0)
         sep = "，" if has_cjk(core) else ", "
         _add(ctx, key, kind, sep.join(clauses), turn, c, subj, lang, negated=negated)
+
+
+_FREQUENCY_ONLY_RE = re.compile(
+    r"^(?:大概|大约|差不多|基本上?)?(?:每|一)(?:天|日|周|星期|礼拜|个?月|年|次)[一两二三四五六七八九十几\d～~\-到]*"
+    r"(?:次|回|趟|个?小时|分钟|公里)?(?:左右)?$|"
+    r"^(?:(?:about|around|roughly|usually|like) )?(?:(?:once|twice|\w+ times?) (?:a|per|each|every) \w+|"
+    r"every (?:day|week|weekend|month|morning|evening|night)|(?:an?|one|two|\d+) hours? (?:a|each|per) \w+)$",
+    re.I,
+)
+"""A clause that only says how often or how long ("一周三次", "每次一个小时左右", "twice a week"): no fact of its
+own, but a detail of the clause before it."""
 
 
 _REFERENT_RE = re.compile(r"\b(?:it|that|this|them|those|these)\b|这个|那个|这些|那些|它", re.I)

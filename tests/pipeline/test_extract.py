@@ -570,6 +570,10 @@ def test_a_clause_without_its_subject_is_the_speakers_own() -> None:
     )
     assert hike.key == "user.exercise"
     assert hike.subject == "user"
+    # How often is a detail of the clause before it, not a memory of its own.
+    assert "两三次" in hike.value
+    facts = extract_facts(_transcript(("user", "I swim at the local pool, twice a week.")))
+    assert [f.value for f in facts if "twice a week" in f.value] == ["User swims at the local pool, twice a week"]
     [rowing] = _find(
         extract_facts(_transcript(("user", "Took up rowing last spring, three mornings a week."))), "rowing"
     )
