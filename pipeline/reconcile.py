@@ -200,6 +200,18 @@ def reconcile(facts: list[EmbeddedFact], existing: list[ExistingMemory], *, dedu
     return ops
 
 
+def _supersede(fact: CandidateFact, emb: list[float], old: _Mem, why: str) -> MemoryOp:
+    """Store `fact` as a new memory and archive `old`: the one way a memory is superseded."""
+    return MemoryOp(
+        action="supersede",
+        fact=fact,
+        embedding=emb,
+        new_id=uuid.uuid4(),
+        target_id=old.id,
+        reason=f"{why}: old memory archived",
+    )
+
+
 def _decide(fact: CandidateFact, emb: list[float], pool: list[_Mem], threshold: float) -> MemoryOp:
     untrusted = fact.state is MemoryState.quarantined or fact.source is Source.tool
     if untrusted:
@@ -213,14 +225,7 @@ def _decide(fact: CandidateFact, emb: list[float], pool: list[_Mem], threshold: 
     if replaced is not None and not any(_names(m.value, _source_of_change(fact.value) or "") for m in same_key):
         # "switched from Polars to DuckDB" retires the memory that names Polars, whichever slot it was filed
         # under ("prefers Polars over pandas" as a stack, the change as a language): the text says what it replaces.
-        return MemoryOp(
-            action="supersede",
-            fact=fact,
-            embedding=emb,
-            new_id=uuid.uuid4(),
-            target_id=replaced.id,
-            reason=f"change-of-state cue names what it replaces, held by {replaced.key}: old memory archived",
-        )
+        return _supersede(fact, emb, replaced, f"change-of-state cue names what it replaces, held by {replaced.key}")
     if same_key and not untrusted:
         target = max(same_key, key=lambda m: _similarity(fact, emb, m))
         return _same_key_decision(fact, emb, target, threshold, sole=len(same_key) == 1)
@@ -358,14 +363,11 @@ def _same_key_decision(
             # "switched from Polars to DuckDB" beside "prefers Polars": a change that names the old value retires
             # it, on a many-valued slot too; the other values of the slot stay. A change that names none ("now
             # I swim instead") retires the slot's value only when there is one.
-            return MemoryOp(
-                action="supersede",
-                fact=fact,
-                embedding=emb,
-                new_id=uuid.uuid4(),
-                target_id=mem.id,
-                reason=f"same slot as {mem.key}, change-of-state cue naming its value or replacing its only value: "
-                "old memory archived",
+            return _supersede(
+                fact,
+                emb,
+                mem,
+                f"same slot as {mem.key}, change-of-state cue naming its value or replacing its only value",
             )
         refines = not replaced and (related or not single)
         # A change cue retires a single-valued memory
@@ -388,14 +390,7 @@ def _same_key_decision(
     )
     if (fact.supersedes_previous or strong) and not mem.pinned:
         cue = "change-of-state cue" if fact.supersedes_previous else "strong explicit contradiction"
-        return MemoryOp(
-            action="supersede",
-            fact=fact,
-            embedding=emb,
-            new_id=uuid.uuid4(),
-            target_id=mem.id,
-            reason=f"same key {mem.key}, {what}, {cue}: old memory archived",
-        )
+        return _supersede(fact, emb, mem, f"same key {mem.key}, {what}, {cue}")
     pinned_note = " (old memory is pinned, never superseded automatically)" if mem.pinned else ""
     return MemoryOp(
         action="conflict",

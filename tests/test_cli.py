@@ -70,6 +70,8 @@ def test_help_lists_every_command() -> None:
         "search",
         "dead-letters",
         "lifecycle",
+        "reindex",
+        "train",
     ):
         assert cmd in result.output
 

@@ -157,6 +157,27 @@ def test_reindex_rebuilds_rows_of_another_vocabulary_once(services, engine, name
     assert again.rebuilt == 0 or all(_search(engine, m)[1] == SEARCH_VOCAB for m in (old, stale))
 
 
+def test_beat_and_the_cli_run_the_reindex_job(services, engine, namespace) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from hindsight.cli import app
+    from hindsight.config import get_settings
+    from workers.celery_app import celery_config
+    from workers.tasks import reindex_memories
+
+    entry = celery_config(get_settings())["beat_schedule"]["reindex"]  # type: ignore[index]
+    assert entry["task"] == reindex_memories.name == "memories.reindex"
+    old = create_memory(engine, namespace, key="user.pet", value="User has a cat", search_text="x")
+    result = CliRunner().invoke(app, ["reindex", "--batch-size", "50"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["vocab"] == SEARCH_VOCAB
+    assert report["rebuilt"] >= 1
+    assert _search(engine, old)[1] == SEARCH_VOCAB
+
+
 # --- the lifecycle reads per-slot windows ---------------------------------------------------------------------
 
 

