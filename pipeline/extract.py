@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 
 from pipeline import extract_lexicon as lx
 from pipeline.secrets import MARKER_RE, describe_secret, redact_secrets
@@ -194,7 +195,7 @@ def _is_standing(sentence: str) -> bool:
     return bool(lx.ZH_STANDING.search(sentence) or lx.EN_STANDING.search(sentence))
 
 
-_ZH_PERSON_RE = re.compile(r"[我你您他她它咱俺]|大家|别人|有人")
+_ZH_PERSON_RE = re.compile(r"[我你您她咱俺]|(?<![吉其])他|(?<!其)它|大家|别人|有人")  # not 吉他, 其他
 ATTRIBUTED_MIN_P_FACT = 0.5
 ATTRIBUTED_MIN_CHARS = 6
 
@@ -203,13 +204,22 @@ def _attributed(clause: str) -> str:
     """The clause as its speaker means it: Chinese drops the subject ("现在改成周末去爬山") and chat English
     often does ("Took up rowing in spring"); a user turn's subject-less clause is the speaker's own."""
     if has_cjk(clause):
-        # A bare fragment ("税法", "无聊") is too little to say who or what it is about.
-        if _ZH_PERSON_RE.search(clause) or len(re.sub(r"\W", "", clause)) < ATTRIBUTED_MIN_CHARS:
+        # A bare fragment ("税法", "无聊") is too little to say who or what it is about, and a clause that
+        # opens with its own subject ("那家店的面很好吃") is about that subject.
+        if (
+            _ZH_PERSON_RE.search(clause)
+            or len(re.sub(r"\W", "", clause)) < ATTRIBUTED_MIN_CHARS
+            or not zh_predicate_first(clause)
+            or _ZH_REACTION_RE.match(clause)
+        ):
             return clause
         return "我" + clause
     return "I " + clause if _DROPPED_I_RE.match(clause) and len(clause.split()) >= 3 else clause
 
 
+_ZH_REACTION_RE = re.compile(r"^(?:听起来|看起来|看上去|似乎|好像)")
+"""How something sounds or looks to the speaker ("听起来很可爱"): a reaction to what was said, not a clause
+whose subject the speaker left out."""
 _DROPPED_I_RE = re.compile(
     r"^(?:just |also |finally |recently |even )?(?:\w+ed|been|got|took|went|made|had|did|met|won|bought|began|"
     r"grew|moved|quit|left)\b",
@@ -527,6 +537,28 @@ def _is_person_name(word: str) -> bool:
     )
 
 
+_ZH_LEAD_FLAGS = frozenset(
+    ["t", "f", "d", "c", "x", "y", "e", "o", "u", "ul", "uj", "uz", "ug", "uv", "ud", "zg", "m", "q", "r", "tg", "dg"]
+)
+"""Parts of speech that may come before a clause's subject or predicate: time words, adverbs, conjunctions,
+particles, numerals, pronouns of place and time (每天, 这时)."""
+
+
+@lru_cache(maxsize=4096)
+def zh_predicate_first(clause: str) -> bool:
+    """Whether a Chinese clause starts with its predicate (a verb, preposition or adjective after any time words
+    and adverbs: "现在改成周末去爬山", "一直在学日语"), so that its subject was left out; False when a noun comes
+    first, which is the clause's own subject ("古巴是个岛国") or a bare noun phrase ("乐队主唱")."""
+    import jieba.posseg as pseg
+
+    for token in pseg.lcut(clause):
+        flag = token.flag or "x"
+        if flag in _ZH_LEAD_FLAGS or not token.word.strip():
+            continue
+        return not (flag[0] == "n" or flag == "eng")
+    return False
+
+
 def _mentions_other(clause: str, ctx: _Context) -> bool:
     if re.search(r"[他她]|\b(?:him|her|he|she|they|them)\b", clause, re.I):
         return True
@@ -631,11 +663,12 @@ def _rewrite_zh(text: str, subject: Subject) -> str:
     out = out.replace("咱们", "用户团队").replace("我们", "用户团队")
     out = out.replace("我的", "用户的").replace("俺", "用户").replace("我", "用户")
     out = re.sub(r"用户(?=(?:" + _ZH_REL_WORDS + r"))", "用户的", out)
-    out = re.sub(r"[哈呀啦嘛哦喔呗]+$", "", out).strip(" ，,。").replace("\0", "我")
+    out = re.sub(r"(?<!嘻)[哈呀啦嘛哦喔呗]+$", "", out).strip(" ，,。").replace("\0", "我")
     if not subject.is_user and subject.name and out[:1] in {"他", "她"}:
         out = subject.name + out[1:]
     if subject.is_user and "用户" not in out:
-        out = ("用户" if has_cjk(out[:1]) else "用户：") + out
+        # "现在改成周末去爬山" reads on with its subject put back; a clause with a subject of its own is quoted.
+        out = ("用户" if has_cjk(out[:1]) and zh_predicate_first(out) else "用户：") + out
     return out
 
 
@@ -715,7 +748,9 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         clause, previous = _the_one(_strip_discourse(raw), previous), raw
         if not clause or _is_smalltalk(clause):
             continue
-        if _is_question(clause) or _is_time_bound(clause):
+        if _UNREAL_RE.match(clause):
+            break  # the condition and its consequence are not the case
+        if _is_question(clause) or _is_time_bound(clause) or _UNSURE_RE.search(clause):
             continue
         if _is_request(clause) and not (explicit or _is_standing(clause) or _is_decision(clause)):
             continue  # "let's go with Riverpod" is a decision, not a request
@@ -793,7 +828,20 @@ _FREQUENCY_ONLY_RE = re.compile(
 own, but a detail of the clause before it."""
 
 
-_REFERENT_RE = re.compile(r"\b(?:it|that|this|them|those|these)\b|这个|那个|这些|那些|它", re.I)
+_REFERENT_RE = re.compile(r"\b(?:it|that|this|them|those|these|him|her)\b|这个|那个|这些|那些|它", re.I)
+_POINTED_NP_RE = re.compile(r"\b(?:that|this|those|these|the same)\s+(?=[a-z])(?!is\b|was\b|i\b|you\b)\w+", re.I)
+"""A noun phrase that points back ("those genres", "that one", "this place"): what it names was said before."""
+_ALSO_RE = re.compile(r"\b(?:too|also|as well|either)\b", re.I)
+
+_UNREAL_RE = re.compile(
+    r"^(?:if only|if (?:i|we) (?:were|was|had|could|would|did|didn't|weren't|hadn't)|i wish|i'd wish|"
+    r"suppose|supposing|imagine)\b|^(?:我)?(?:如果|假如|假设|要是|万一|倘若|若是)|^(?:我)?希望我?能",
+    re.I,
+)
+"""A condition or a wish ("if I had a boat", "I wish I could sing", "如果我这样吃", "希望我能"): it and what
+follows it in the sentence describe what is not the case."""
+_UNSURE_RE = re.compile(r"\b(?:not sure|no idea|wonder|wondering)\b|不确定|想知道|说不定", re.I)
+"""A clause that says the speaker does not know ("I'm not sure where my piano is", "我想知道…")."""
 
 
 _ELLIPTICAL_WORDS = (
@@ -810,6 +858,7 @@ def _says_nothing(text: str) -> bool:
     """A reaction whose object is only a pointer ("I love it", "I loved that", "我喜欢这个"): one content word at
     most, and that a verb of the reaction; or an elliptical reply made only of auxiliaries and verbs of knowing
     ("I know", "I will", "我知道"). What it is about is not in the clause, so nothing can be remembered."""
+    text = _ALSO_RE.sub(" ", _POINTED_NP_RE.sub(" it ", text))
     words = {w for w in content_tokens(text) if not _REFERENT_RE.fullmatch(w)}
     if len(words) <= 1 and _REFERENT_RE.search(text):
         return True
@@ -926,6 +975,8 @@ def claim_about_user(sentence: str, judge: SlotJudge | None = None) -> tuple[str
         return None
     if _WH_RE.search(claim):
         return None  # "你弹哪种吉他？" asks; "yes" to it confirms nothing
+    if claim != sentence.strip() and _ALTERNATIVE_RE.search(claim):
+        return None  # "你是老师还是学生？", "a nurse or a doctor?": "yes" does not say which
     judge = judge or default_judge()
     # "Since you're a vegetarian, I picked a lentil curry": the clause about the user is the claim.
     for part in [claim, *(c for c in split_clauses(claim) if c != claim)]:
@@ -935,6 +986,9 @@ def claim_about_user(sentence: str, judge: SlotJudge | None = None) -> tuple[str
         if attr is not None and attr is not DECISION:
             return claim, attr
     return None
+
+
+_ALTERNATIVE_RE = re.compile(r"还是|或者|\bor\b", re.I)
 
 
 def _as_first_person(claim: str) -> str:

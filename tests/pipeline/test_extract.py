@@ -591,3 +591,51 @@ def test_a_filler_is_stripped_not_the_word_it_starts() -> None:
     assert _strip_discourse("对面的店是我开的") == "对面的店是我开的"
     assert _strip_discourse("好像是吧") == "好像是吧"
     assert _strip_discourse("那我就用 Go 吧") == "我就用 Go 吧"
+
+
+def test_a_chinese_clause_with_its_own_subject_is_not_given_the_speakers() -> None:
+    from pipeline.extract import _attributed, zh_predicate_first
+
+    # The subject left out: the speaker's own.
+    assert zh_predicate_first("最近一直在学吉他")
+    assert _attributed("最近一直在学吉他") == "我最近一直在学吉他"
+    # A noun first is the clause's own subject (or a bare noun phrase): nothing is put in front of it.
+    assert not zh_predicate_first("冰岛是一个很冷的国家")
+    assert _attributed("冰岛是一个很冷的国家") == "冰岛是一个很冷的国家"
+    # How something sounds to the speaker is a reaction, not their fact.
+    assert _attributed("听起来很有意思呢") == "听起来很有意思呢"
+    for fact in extract_facts(_transcript(("user", "冰岛是一个很冷的国家"))):
+        assert not fact.value.startswith("用户冰岛")  # never garbled into the user's name
+
+
+def test_conditions_wishes_and_not_knowing_are_not_facts() -> None:
+    for text in (
+        "If I had a garden I would grow tomatoes.",
+        "I wish I could play the cello.",
+        "I'm not sure where my old camera is.",
+        "要是我会开车就好了，我可以自己去机场。",
+        "我想知道我小时候住过的房子还在不在。",
+    ):
+        assert not extract_facts(_transcript(("user", text))), text
+    # The condition ends the sentence's facts; a later sentence is judged on its own.
+    [vet] = extract_facts(_transcript(("user", "If I were rich I'd travel. I work as a vet in Bristol.")))
+    assert "vet" in vet.value
+
+
+def test_a_reply_pointing_back_at_what_was_said_keeps_nothing() -> None:
+    for text in ("I like those bands too!", "I love that one too.", "I know, I love her."):
+        assert not extract_facts(_transcript(("assistant", "Have you heard of them?"), ("user", text))), text
+    # A pointer beside a thing named is still a fact.
+    assert _find(extract_facts(_transcript(("user", "I love that café on Elm Street, I go every Sunday."))), "café")
+
+
+def test_yes_to_an_either_or_question_confirms_neither() -> None:
+    facts = extract_facts(_transcript(("assistant", "你是老师还是医生？"), ("user", "是的。")))
+    assert not [f for f in facts if "老师" in f.value or "医生" in f.value]
+    facts = extract_facts(_transcript(("assistant", "Are you a nurse or a doctor?"), ("user", "Yes.")))
+    assert not [f for f in facts if "nurse" in f.value or "doctor" in f.value]
+
+
+def test_a_music_genre_keeps_its_last_character() -> None:
+    [rap] = _find(extract_facts(_transcript(("user", "我特别喜欢听嘻哈"))), "嘻哈")
+    assert rap.value.endswith("嘻哈")
