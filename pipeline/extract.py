@@ -440,7 +440,11 @@ def _zh_name_after(text: str) -> str | None:
         if not has_cjk(ch) or ch in lx.ZH_NAME_STOP or len(name) >= 3:
             break
         name += ch
-    return name if len(name) >= 2 else None
+    # "我爸爸老王", "我老婆张丽": a name follows the relation; "我爸爸以前…", "我妈妈特别…" are no names.
+    for n in (3, 2):
+        if len(name) >= n and _is_person_name(name[:n]):
+            return name[:n]
+    return None
 
 
 def _detect_subject(clause: str, ctx: _Context) -> Subject | None:

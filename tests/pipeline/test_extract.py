@@ -639,3 +639,10 @@ def test_yes_to_an_either_or_question_confirms_neither() -> None:
 def test_a_music_genre_keeps_its_last_character() -> None:
     [rap] = _find(extract_facts(_transcript(("user", "我特别喜欢听嘻哈"))), "嘻哈")
     assert rap.value.endswith("嘻哈")
+
+
+def test_a_word_after_a_relation_is_a_name_only_when_it_is_one() -> None:
+    facts = extract_facts(_transcript(("user", "我爸爸以前在工厂上班，我老婆张丽在银行上班。")))
+    subjects = {f.subject for f in facts}
+    assert "father" in subjects and not [s for s in subjects if "以前" in s]
+    assert any(s.endswith("张丽") for s in subjects)
