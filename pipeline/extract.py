@@ -1144,12 +1144,16 @@ def speakers(transcript: Transcript) -> frozenset[str]:
 
 _EN_ASKED_TOPIC_RE = re.compile(
     r"\b(?:what|which) (?:kind|type|sort|brand|model|make) of ([a-z][a-z-]+)\b|"
-    r"\bwhich ([a-z][a-z-]+) (?:do|are|did|would|will|is)\b",
+    r"\bwhich ([a-z][a-z-]+) (?:do|are|did|would|will|is)\b|"
+    r"\b(?:what|who)(?:'s| is| are|'re) your (favou?rite [a-z-]+(?: [a-z-]+)?)\s*[?]",
     re.I,
 )
 _ZH_ASKED_TOPIC_RE = re.compile(
-    r"(?:什么样的|什么类型的|哪种|哪款|哪一款|什么牌子的)([\u4e00-\u9fff]{1,4}?)(?:呢|吗|啊)?[？?]"
+    r"(?:什么样的|什么类型的|哪种|哪款|哪一款|什么牌子的)([\u4e00-\u9fff]{1,4}?)(?:呢|吗|啊)?[？?]|"
+    r"[你您](最喜欢的[\u4e00-\u9fff]{1,5}?)是(?:什么|谁|哪[个些种位])"
 )
+_MINE_RE = re.compile(r"^(?:mine is|mine's|mine are|my favou?rite is)\s+|^(?:我的是|我的话是|我最喜欢的是)", re.I)
+"""An answer that names only its value ("Mine is the Who", "我的是周杰伦"): the thing is what was just asked."""
 _EN_BARE_ANSWER_RE = re.compile(r"^(?:mostly|mainly|usually|just|an?)\b", re.I)
 # "It's fine", "That's a good question" answer nothing about the thing asked.
 _EN_PRONOUN_ANSWER_RE = re.compile(
@@ -1169,9 +1173,9 @@ def _asked_topic(question: str) -> str | None:
     last = split_sentences(question)[-1:] or [""]
     m = _EN_ASKED_TOPIC_RE.search(last[0])
     if m:
-        return (m.group(1) or m.group(2)).lower()
+        return (m.group(1) or m.group(2) or m.group(3)).lower()
     z = _ZH_ASKED_TOPIC_RE.search(last[0])
-    return z.group(1) if z else None
+    return (z.group(1) or z.group(2)) if z else None
 
 
 def _with_topic(reply: str, topic: str) -> str:
@@ -1179,6 +1183,12 @@ def _with_topic(reply: str, topic: str) -> str:
     fingerstyle", "主要是尼龙弦的" -> "我的吉他主要是尼龙弦的"."""
     if topic.lower() in reply.lower():
         return reply
+    mine = _MINE_RE.match(reply)
+    if mine:  # "Mine is the Who" -> "My favorite band is the Who"
+        rest = reply[mine.end() :]
+        if has_cjk(topic):
+            return f"我{'' if topic.startswith('最') else '的'}{topic}是{rest}"
+        return f"My {topic} is {rest}"
     if has_cjk(topic):
         return f"我的{topic}{reply}" if _ZH_BARE_ANSWER_RE.match(reply) else reply
     m = _EN_PRONOUN_ANSWER_RE.match(reply)
@@ -1211,6 +1221,11 @@ def _resolve_reply(text: str, earlier: list[str], asked: Turn | None) -> str:
     sentences = split_sentences(text)
     if topic and sentences:
         text = text.replace(sentences[0], _with_topic(sentences[0], topic), 1)  # the rest as written
+    # "What's your favorite band? Mine is the Who.": the user asks back and answers in one turn.
+    for before, sentence in zip(sentences, sentences[1:], strict=False):
+        own = _asked_topic(before) if _MINE_RE.match(sentence) else None
+        if own:
+            text = text.replace(sentence, _with_topic(sentence, own), 1)
     if _ZH_MOVED_HERE_RE.search(text) or _EN_MOVED_HERE_RE.search(text):
         place = _here(earlier)
         if place and place not in text:

@@ -644,5 +644,15 @@ def test_a_music_genre_keeps_its_last_character() -> None:
 def test_a_word_after_a_relation_is_a_name_only_when_it_is_one() -> None:
     facts = extract_facts(_transcript(("user", "我爸爸以前在工厂上班，我老婆张丽在银行上班。")))
     subjects = {f.subject for f in facts}
-    assert "father" in subjects and not [s for s in subjects if "以前" in s]
+    assert "father" in subjects
+    assert not [s for s in subjects if "以前" in s]
     assert any(s.endswith("张丽") for s in subjects)
+
+
+def test_mine_is_answers_what_was_just_asked() -> None:
+    facts = extract_facts(_transcript(("assistant", "What's your favorite band?"), ("user", "Mine is Radiohead.")))
+    assert [f.value for f in facts] == ["User's favorite band is Radiohead"]
+    # The user asks back and answers in the same turn.
+    [singer] = extract_facts(_transcript(("user", "你最喜欢的歌手是谁？我的是周杰伦。")))
+    assert singer.value == "用户最喜欢的歌手是周杰伦"
+    assert singer.key == "user.music"
