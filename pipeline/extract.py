@@ -754,6 +754,8 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
             continue
         if _UNREAL_RE.match(clause):
             break  # the condition and its consequence are not the case
+        if _MINE_RE.match(clause):
+            continue  # "Mine is Icky Thump" after no question: what it is the speaker's favourite of is not said
         if _is_question(clause) or _is_time_bound(clause) or _UNSURE_RE.search(clause):
             continue
         if _is_request(clause) and not (explicit or _is_standing(clause) or _is_decision(clause)):
@@ -799,8 +801,10 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         pending = []
         subject = subj
 
-    for subj, attr, clauses in groups:
-        if attr is None or subj is OTHERS:
+    for subj, attr, said in groups:
+        # "I know, I love her": a clause that says nothing ("I love it", "I know") adds nothing to the others.
+        clauses = [c for c in said if not _says_nothing(c)]
+        if attr is None or subj is OTHERS or not clauses:
             continue
         core = next((c for c in clauses if _match_attribute(c, ctx.judge) is attr), clauses[0])
         # "不是产品，是测试" / "not a student, I teach": negated only when every attribute clause is.
@@ -809,8 +813,6 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         else:
             negated = all(_polarity(c) for c in clauses if _match_attribute(c, ctx.judge) is not None)
         key = _key_for(subj, attr, core)
-        if _says_nothing(" ".join(clauses)):
-            continue  # "I love it", "I loved that": a reaction with nothing to remember
         if attr is DECISION and (key.endswith(".misc") or _says_nothing(core)):
             continue  # "let's go with that": what was decided is not named here
         if attr.name.startswith("decision") and len(re.sub(r"[\W_]|决定了?|定了|decided", "", core)) < 2:
@@ -832,7 +834,7 @@ _FREQUENCY_ONLY_RE = re.compile(
 own, but a detail of the clause before it."""
 
 
-_REFERENT_RE = re.compile(r"\b(?:it|that|this|them|those|these|him|her)\b|这个|那个|这些|那些|它", re.I)
+_REFERENT_RE = re.compile(r"\b(?:it|that|this|them|those|these|him|her|you|yours)\b|这个|那个|这些|那些|它", re.I)
 _POINTED_NP_RE = re.compile(r"\b(?:that|this|those|these|the same)\s+(?=[a-z])(?!is\b|was\b|i\b|you\b)\w+", re.I)
 """A noun phrase that points back ("those genres", "that one", "this place"): what it names was said before."""
 _ALSO_RE = re.compile(r"\b(?:too|also|as well|either)\b", re.I)
@@ -851,11 +853,13 @@ _UNSURE_RE = re.compile(r"\b(?:not sure|no idea|wonder|wondering)\b|不确定|�
 _ELLIPTICAL_WORDS = (
     "know knew will would do does did can could should might may think guess hope agree see understand bet too "
     "either neither sure yes not never few some lot lots many much one ones "
+    "don doesn didn won wouldn couldn shouldn isn aren wasn weren haven hasn t s m ll d re ve "
     "知道 会 能 要 想 觉得 认为 没有 没 有 是 不 也 都 还 就 可以 应该 希望 同意 明白 懂 确实 当然"
 )
 _ELLIPTICAL = frozenset(_ELLIPTICAL_WORDS.split())
-"""Auxiliaries, verbs of knowing and quantifiers: what an elliptical reply ("I know", "I will", "I have a few",
-"我知道", "我没有") is made of when the thing it is about was said by somebody else."""
+"""Auxiliaries (and the pieces of their contractions: "don't" is "don" "t"), verbs of knowing and quantifiers:
+what an elliptical reply ("I know", "I don't know", "I have a few", "我知道", "我没有") is made of when the
+thing it is about was said by somebody else."""
 
 
 def _says_nothing(text: str) -> bool:
@@ -967,6 +971,16 @@ _ADVICE_RE = re.compile(
 )
 
 
+_EN_INVERTED_RE = re.compile(r"^(?:(?:do|does) you(?= have\b)|(have|had) you|(are|were) you(?= an? \w))\b", re.I)
+"""Yes/no questions whose "yes" states a fact: having ("Do you have a dog?"), the perfect ("Have you lived in
+Leeds long?") and being one ("Are you a nurse?"); not a state ("Are you sure?")."""
+
+
+def _uninverted(m: re.Match[str]) -> str:
+    verb = m.group(1) or m.group(2)
+    return f"you {verb.lower()}" if verb else "you"
+
+
 _WH_RE = re.compile(r"哪|什么|怎么|怎样|多少|几[个岁年次点]|谁|\b(?:which|what|how|who|where|when|why)\b", re.I)
 
 
@@ -975,6 +989,8 @@ def claim_about_user(sentence: str, judge: SlotJudge | None = None) -> tuple[str
     the claim without its tag question, and what it is about. None for advice and wh-questions."""
     claim = re.sub(r"[,，]?\s*(?:对吧|是吧|right|correct|isn't it|aren't you)?\s*[?？]$", "", sentence)
     claim = re.sub(r"吧$|吗$", "", claim).strip()
+    if claim != sentence.strip():  # a yes/no question says its claim inverted: "Do you have a dog" -> "you have a dog"
+        claim = _EN_INVERTED_RE.sub(_uninverted, claim, count=1)
     if not (_ZH_CLAIM_RE.search(claim) or _EN_CLAIM_RE.search(claim)) or _ADVICE_RE.search(claim):
         return None
     if _WH_RE.search(claim):
