@@ -123,3 +123,51 @@ def test_one_seeded_command_trains_the_model_and_prints_its_figures(tmp_path: Pa
     assert model.version == "v1-s3"
     p = model.probabilities(np.zeros((1, model.layers[0][0].shape[0]), np.float32))
     assert np.isclose(p.sum(), 1.0)
+
+
+def test_persona_sentences_take_their_hand_label_over_the_corpus_relation(tmp_path: Path) -> None:
+    from hindsight.training.extractor import load_dialogues, persona_labels
+    from pipeline.slots import BY_NAME
+
+    labels = persona_labels("en")
+    assert len(labels) > 900  # every distinct SPC persona sentence
+    assert all(p.slot is None or p.slot in BY_NAME for p in labels.values())
+    assert all(a in BY_NAME and a != p.slot for p in labels.values() for a in p.also)
+    hand = next(p for p in labels.values() if p.slot and p.slot != "pet")
+    root = tmp_path / "c"
+    (root / "spc").mkdir(parents=True)
+    row = {
+        "lang": "en", "source": "spc", "split": "valid", "dialogue_id": "d", "target_speaker": "A",
+        "dialogue": [{"speaker": "A", "text": hand.text}],
+        # the corpus says pet: the hand label wins; a sentence nobody labelled keeps its corpus relation
+        "persona": [{"text": hand.text, "facts": [{"slot": "user.pet"}]},
+                    {"text": "i keep seven hamsters.", "facts": [{"slot": "user.pet"}]}],
+    }  # fmt: skip
+    (root / "spc" / "dialogues.jsonl").write_text(json.dumps(row) + "\n", encoding="utf-8")
+    [d] = load_dialogues(root, "spc")
+    assert d.persona[0].slot == hand.slot
+    assert d.persona[0].accepted == frozenset((hand.slot, *hand.also))
+    assert d.persona[1].slot == "pet"
+
+
+def test_a_slot_the_annotator_accepted_as_well_is_learned_and_scored_as_right() -> None:
+    from hindsight.training import extractor as ex
+
+    rng = np.random.default_rng(0)
+    a, b, c = (rng.normal(size=8).astype(np.float32) for _ in range(3))
+
+    def near(v: np.ndarray, n: int) -> list[np.ndarray]:
+        return [v + 0.05 * rng.normal(size=8) for _ in range(n)]
+
+    # Sentences like `b` are labelled "music" only; one sentence between the two kinds is "hobby", and the
+    # annotator accepted "music" as well.
+    x = np.stack([*near(a, 40), *near(b, 40), *near(c, 40), 0.4 * a + 0.6 * b]).astype(np.float32)
+    y = ["hobby"] * 40 + ["music"] * 40 + [NONE] * 40 + ["hobby"]
+    plain, classes = ex.fit(x, y, seed=0, c=4.0, hidden=0, epochs=20)
+    partial, _ = ex.fit(x, y, seed=0, c=4.0, hidden=0, epochs=20, also=[()] * 120 + [("music",)])
+    music = classes.index("music")
+    assert ex._probs(partial, x[-1:])[0, music] > ex._probs(plain, x[-1:])[0, music]
+    # Scoring: a prediction of any accepted slot is right, and only of those.
+    assert ex._probs(partial, x[-1:])[0].argmax() == music
+    assert ex.score(partial, classes, x[-1:], [frozenset(("hobby", "music"))], 0.0)["slot_accuracy"] == 1.0
+    assert ex.score(partial, classes, x[-1:], [frozenset(("hobby",))], 0.0)["slot_accuracy"] == 0.0

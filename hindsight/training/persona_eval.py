@@ -4,10 +4,14 @@ Each validation dialogue of the persona corpora becomes a transcript: the person
 partner the assistant. Three figures per language:
 
 * **recall**: of the user's fact-bearing utterances (an utterance that says one of the speaker's persona
-  sentences, cosine ≥ `FACT_COS`; for ConvAI2, an utterance DNLI tagged with a triple), the share from which
-  the extractor keeps a fact with the right slot (the memory's turn ids name the utterance);
+  sentences, cosine ≥ `FACT_COS`, and is not only questions about the partner; for ConvAI2, an utterance DNLI
+  tagged with a triple), the share from which the extractor keeps a fact with the right slot (the memory's turn
+  ids name the utterance). The right slot is the persona sentence's hand label or one of the slots its
+  annotator accepted as well (`also` in `hindsight/training/data/persona_slots_*.jsonl`); ConvAI2 utterances
+  have their DNLI relation only;
 * **slot accuracy**: among those utterances the extractor kept something from, the share with the right slot;
-* **precision**: of the memories kept about the user, the share that state one of the speaker's persona
+* **precision**: of the memories kept about the user or their family (a fact about the user's father is a
+  `family` fact as well as its own slot), the share that state one of the speaker's persona
   facts (the value is close to a persona sentence, cosine ≥ `MATCH_COS`, or shares its slot and its object);
   **memories per 10 user turns**, and the **median WordPiece tokens** of a memory's value.
 """
@@ -29,7 +33,8 @@ from hindsight.training.extractor import _rows, load_dialogues, registry_slot
 from pipeline.extract import USER, _rewrite, extract_facts
 from pipeline.slot_model import SlotJudge
 from pipeline.slots import key_slot
-from schemas.pipeline import Role, Transcript, Turn
+from pipeline.text import split_sentences
+from schemas.pipeline import CandidateFact, Role, Transcript, Turn
 
 FACT_COS = 0.62
 MATCH_COS = 0.5
@@ -70,6 +75,33 @@ def _transcript(turns: list[tuple[str, str]]) -> Transcript:
     )
 
 
+_FIRST_PERSON_RE = re.compile(r"\b(?:i|i'm|i've|my|me|mine)\b|我", re.I)
+
+
+def _only_asks(utterance: str) -> bool:
+    """An utterance of questions only, none about the speaker ("What's your favorite band?"): close to a
+    persona sentence in meaning, but it states nothing, so it is not fact-bearing."""
+    sentences = [s for s in split_sentences(utterance) if s.strip()]
+    return (
+        bool(sentences)
+        and all(s.rstrip().endswith(("?", "？")) for s in sentences)
+        and not (_FIRST_PERSON_RE.search(utterance))
+    )
+
+
+FAMILY = frozenset(
+    ("father", "mother", "parents", "brother", "sister", "spouse", "wife", "husband", "partner")
+    + ("child", "children", "son", "daughter", "grandparent")
+)
+"""Subjects that are the user's family: a fact about them is also a `family` fact of the user."""
+
+
+def _slots_of(fact: CandidateFact) -> set[str]:
+    slot = key_slot(fact.key)
+    own = {slot.name if slot else fact.key}
+    return own | {"family"} if fact.subject != "user" else own
+
+
 def _objects(text: str) -> set[str]:
     return {w for w in re.findall(r"[a-z]{4,}|[\u4e00-\u9fff]{2,}", text.lower())}
 
@@ -89,44 +121,46 @@ def evaluate(train_dir: Path, judge: SlotJudge, *, limit: int = 120) -> dict[str
         for d, row in zip(dialogues, _val_rows(train_dir, corpus, limit), strict=False):
             target = row["target_speaker"]
             turns = [("user" if t["speaker"] == target else "assistant", t["text"]) for t in row["dialogue"]]
-            persona = [(t, s) for t, s in d.persona if s]
+            persona = [p for p in d.persona if p.slot]
             if not persona:
                 continue
-            pv = np.asarray(embed([t for t, _ in persona]))
+            pv = np.asarray(embed([p.text for p in persona]))
             # Values are third person ("用户有两只狗"): compare them with the persona said the same way.
-            pv3 = np.asarray(embed([_rewrite(t, USER, d.lang) for t, _ in persona]))
+            pv3 = np.asarray(embed([_rewrite(p.text, USER, d.lang) for p in persona]))
             user_idx = [i for i, (who, _) in enumerate(turns) if who == "user"]
             uv = np.asarray(embed([turns[i][1] for i in user_idx])) if user_idx else np.zeros((0, pv.shape[1]))
-            gold: dict[str, str] = {}
+            gold: dict[str, frozenset[str]] = {}  # turn id: the slots that are right for it
             for k, i in enumerate(user_idx):
                 if corpus == "convai2_dnli":
                     slot = convai_labels.get((row["dialogue_id"], i + 1))
                     if slot:
-                        gold[str(i)] = slot
-                else:
+                        gold[str(i)] = frozenset([slot])
+                elif not _only_asks(turns[i][1]):
                     sims = pv @ uv[k]
                     if sims.max() >= FACT_COS:
-                        gold[str(i)] = str(persona[int(sims.argmax())][1])
-            facts = [f for f in extract_facts(_transcript(turns), judge) if f.subject == "user"]
+                        gold[str(i)] = persona[int(sims.argmax())].accepted
+            # What the user says of their family ("my dad is an electrician") is kept about that person.
+            facts = [
+                f
+                for f in extract_facts(_transcript(turns), judge)
+                if f.subject == "user" or f.subject.split(":")[0] in FAMILY
+            ]
             tally.user_turns += len(user_idx)
             tally.fact_utterances += len(gold)
             by_turn: dict[str, set[str]] = defaultdict(set)
             for f in facts:
-                slot = key_slot(f.key)
                 for t in f.turn_ids:
-                    by_turn[t].add(slot.name if slot else f.key)
-            for turn_id, slot in gold.items():
+                    by_turn[t] |= _slots_of(f)
+            for turn_id, slots in gold.items():
                 if by_turn.get(turn_id):
                     tally.kept_any += 1
-                    tally.recalled += slot in by_turn[turn_id]
+                    tally.recalled += bool(slots & by_turn[turn_id])
             if facts:
                 fv = np.asarray(embed([f.value for f in facts]))
                 for f, v in zip(facts, fv, strict=True):
                     sims = pv3 @ v
-                    slot = key_slot(f.key)
-                    same = any(
-                        slot is not None and s == slot.name and _objects(t) & _objects(f.value) for t, s in persona
-                    )
+                    slots = _slots_of(f)
+                    same = any(slots & p.accepted and _objects(p.text) & _objects(f.value) for p in persona)
                     tally.memories += 1
                     tally.value_tokens.append(count_tokens(f.value))
                     tally.precise += bool(sims.max() >= MATCH_COS or same)
