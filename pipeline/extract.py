@@ -841,11 +841,11 @@ _ALSO_RE = re.compile(r"\b(?:too|also|as well|either)\b", re.I)
 
 _UNREAL_RE = re.compile(
     r"^(?:if only|if (?:i|we) (?:were|was|had|could|would|did|didn't|weren't|hadn't)|i wish|i'd wish|"
-    r"suppose|supposing|imagine)\b|^(?:我)?(?:如果|假如|假设|要是|万一|倘若|若是)|^(?:我)?希望我?能",
+    r"suppose|supposing|imagine)\b|^(?:我)?(?:如果|假如|假设|要是|万一|倘若|若是)",
     re.I,
 )
-"""A condition or a wish ("if I had a boat", "I wish I could sing", "如果我这样吃", "希望我能"): it and what
-follows it in the sentence describe what is not the case."""
+"""A condition or a wish ("if I had a boat", "I wish I could sing", "如果我这样吃"): it and what follows it in
+the sentence describe what is not the case. (Not "我希望能…": that is as often a goal as a wish.)"""
 _UNSURE_RE = re.compile(r"\b(?:not sure|no idea|wonder|wondering)\b|不确定|想知道|说不定", re.I)
 """A clause that says the speaker does not know ("I'm not sure where my piano is", "我想知道…")."""
 

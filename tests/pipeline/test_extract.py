@@ -619,6 +619,8 @@ def test_conditions_wishes_and_not_knowing_are_not_facts() -> None:
         "我想知道我小时候住过的房子还在不在。",
     ):
         assert not extract_facts(_transcript(("user", text))), text
+    # Hoping to is a goal, not a wish.
+    assert [f.key for f in extract_facts(_transcript(("user", "我希望能成为一名兽医。")))] == ["user.goal"]
     # The condition ends the sentence's facts; a later sentence is judged on its own.
     [vet] = extract_facts(_transcript(("user", "If I were rich I'd travel. I work as a vet in Bristol.")))
     assert "vet" in vet.value
