@@ -678,3 +678,10 @@ def test_replies_about_the_conversation_itself_keep_nothing() -> None:
     assert not extract_facts(_transcript(("assistant", "That song is great."), ("user", "Mine is Heroes.")))
     # A fact said to the partner is still a fact.
     assert _find(extract_facts(_transcript(("user", "I don't eat meat, I told you I'm vegetarian."))), "vegetarian")
+
+
+def test_a_clause_that_says_nothing_is_left_out_of_the_value() -> None:
+    assert [f.value for f in extract_facts(_transcript(("user", "I do, I have two dogs and a cat.")))] == [
+        "User has two dogs and a cat"
+    ]
+    assert [f.value for f in extract_facts(_transcript(("user", "我知道，我有两个孩子。")))] == ["用户有两个孩子"]
