@@ -857,6 +857,7 @@ _ELLIPTICAL_WORDS = (
     "知道 会 能 要 想 觉得 认为 没有 没 有 是 不 也 都 还 就 可以 应该 希望 同意 明白 懂 确实 当然"
 )
 _ELLIPTICAL = frozenset(_ELLIPTICAL_WORDS.split())
+_CONTRACTION_PIECES = frozenset(["t", "s", "m", "ll", "d", "re", "ve"])
 """Auxiliaries (and the pieces of their contractions: "don't" is "don" "t"), verbs of knowing and quantifiers:
 what an elliptical reply ("I know", "I don't know", "I have a few", "我知道", "我没有") is made of when the
 thing it is about was said by somebody else."""
@@ -867,7 +868,7 @@ def _says_nothing(text: str) -> bool:
     most, and that a verb of the reaction; or an elliptical reply made only of auxiliaries and verbs of knowing
     ("I know", "I will", "我知道"). What it is about is not in the clause, so nothing can be remembered."""
     text = _ALSO_RE.sub(" ", _POINTED_NP_RE.sub(" it ", text))
-    words = {w for w in content_tokens(text) if not _REFERENT_RE.fullmatch(w)}
+    words = {w for w in content_tokens(text) if not _REFERENT_RE.fullmatch(w) and w not in _CONTRACTION_PIECES}
     if len(words) <= 1 and _REFERENT_RE.search(text):
         return True
     return words <= _ELLIPTICAL
@@ -1242,12 +1243,61 @@ def _resolve_reply(text: str, earlier: list[str], asked: Turn | None) -> str:
         own = _asked_topic(before) if _MINE_RE.match(sentence) else None
         if own:
             text = text.replace(sentence, _with_topic(sentence, own), 1)
+    # "They're my favorite band" just after "Have you heard of Rascal Flatts?": the pronoun is what was named.
+    for i, sentence in enumerate(sentences):
+        m = _EN_POINTED_FAVORITE_RE.match(sentence)
+        name = None
+        if m:
+            name = _last_name(" ".join(sentences[:i])) or (_last_name(_clean_turn(asked.content)) if asked else None)
+        if m and name:
+            rest = sentence[m.end(1) :]
+            text = text.replace(sentence, sentence[: m.start(1)] + name + _agree(rest, m.group(1), name), 1)
     if _ZH_MOVED_HERE_RE.search(text) or _EN_MOVED_HERE_RE.search(text):
         place = _here(earlier)
         if place and place not in text:
             text = _ZH_MOVED_HERE_RE.sub(f"搬到{place}", text, count=1)
             text = _EN_MOVED_HERE_RE.sub(f"moved here to {place}", text, count=1)
     return text
+
+
+_EN_POINTED_FAVORITE_RE = re.compile(
+    r"^(?:(?:yeah|yes|oh|me too|i know|right)[,!.]?\s+)*(they|it|he|she)(?:'re|'s| are| is| was| were)\s+"
+    r"(?:one of\s+|also\s+|definitely\s+)?my\s+(?:all-time\s+|absolute\s+)?favou?rites?\b",
+    re.I,
+)
+"""A pronoun that is the speaker's favourite ("They're my favorite band", "It's one of my favorites"): a fact
+about the thing just named, which the clause itself does not name."""
+_NAME_RUN_RE = re.compile(r"\b[A-Z][\w'&-]*(?:\s+(?:of\s+|the\s+|and\s+|&\s+)?[A-Z][\w'&-]*)*")
+_SENTENCE_OPENERS = frozenset(
+    ("I", "I'm", "I've", "I'd", "I'll", "What", "Which", "Who", "Where", "When", "Why", "How", "Have", "Has")
+    + ("Had", "Do", "Does", "Did", "Are", "Is", "Was", "Were", "Can", "Could", "Would", "Will", "Should", "Yes")
+    + ("Yeah", "Oh", "Well", "That", "This", "It", "It's", "They", "They're", "He", "She", "We", "You", "Your")
+    + ("My", "The", "A", "An", "Wow", "Cool", "Nice", "Me", "So", "And", "But", "Hi", "Hello", "Hey", "Thanks")
+    + ("Thank", "Really", "Awesome", "Great", "Sure", "Ok", "Okay", "Not", "No")
+)
+
+
+def _last_name(text: str) -> str | None:
+    """The last proper name in a text ("Rascal Flatts", "the Who"): a capitalised run inside a sentence, or one
+    that opens it once the capitalised function words it opens with ("Have", "I") are left out."""
+    found = None
+    for m in _NAME_RUN_RE.finditer(text):
+        words = m.group(0).split()
+        opens = not text[: m.start()].strip() or text[: m.start()].rstrip()[-1] in ".!?"
+        while words and (words[0] in _SENTENCE_OPENERS if opens else words[0] in {"I", "I'm", "I've"}):
+            words = words[1:]
+        if words:
+            found = " ".join(words)
+            if len(words) == len(m.group(0).split()) and text[: m.start()].endswith("the "):
+                found = "the " + found  # "I love the Who"
+    return found
+
+
+def _agree(rest: str, pronoun: str, name: str) -> str:
+    """ "'re my favorite" after a singular name reads "is my favorite"; the rest as said."""
+    if pronoun.lower() == "they":
+        return re.sub(r"^(?:'re| are)", " are", rest)
+    return re.sub(r"^(?:'s| is)", " is", rest)
 
 
 _CREDENTIAL_VAR_RE = re.compile(

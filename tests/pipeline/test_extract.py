@@ -685,3 +685,14 @@ def test_a_clause_that_says_nothing_is_left_out_of_the_value() -> None:
         "User has two dogs and a cat"
     ]
     assert [f.value for f in extract_facts(_transcript(("user", "我知道，我有两个孩子。")))] == ["用户有两个孩子"]
+
+
+def test_a_pronoun_that_is_the_speakers_favourite_names_what_was_just_named() -> None:
+    facts = extract_facts(
+        _transcript(("assistant", "Have you heard of Arctic Monkeys?"), ("user", "They're my favorite band."))
+    )
+    assert "Arctic Monkeys are the user's favorite band" in [f.value for f in facts]
+    facts = extract_facts(_transcript(("user", "I just read Dune again. It's one of my favorite books.")))
+    assert any(f.value == "Dune is one of the user's favorite books" for f in facts)
+    # Nothing named: nothing to remember.
+    assert not extract_facts(_transcript(("assistant", "What do you think of that?"), ("user", "It's my favorite.")))
