@@ -171,3 +171,27 @@ def test_a_slot_the_annotator_accepted_as_well_is_learned_and_scored_as_right() 
     assert ex._probs(partial, x[-1:])[0].argmax() == music
     assert ex.score(partial, classes, x[-1:], [frozenset(("hobby", "music"))], 0.0)["slot_accuracy"] == 1.0
     assert ex.score(partial, classes, x[-1:], [frozenset(("hobby",))], 0.0)["slot_accuracy"] == 0.0
+
+
+def test_validation_counts_statements_and_family_facts() -> None:
+    from hindsight.training.persona_eval import _only_asks, _slots_of
+    from schemas.pipeline import CandidateFact, MemoryKind, Source
+
+    assert _only_asks("What's your favorite band?")
+    assert _only_asks("你喜欢什么音乐？")
+    assert not _only_asks("I'm from Ohio, have you ever been?")  # says something about the speaker
+    assert not _only_asks("Me too! What's your favorite dish?")
+
+    def fact(subject: str, key: str) -> CandidateFact:
+        return CandidateFact(
+            kind=MemoryKind.fact,
+            key=key,
+            value="v",
+            source=Source.user,
+            confidence=0.7,
+            subject=subject,
+            turn_ids=["0"],
+        )
+
+    assert _slots_of(fact("user", "user.role")) == {"role"}
+    assert _slots_of(fact("father", "father.role")) == {"role", "family"}
