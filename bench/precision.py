@@ -41,21 +41,18 @@ def sample(
     seed: Annotated[int, typer.Option(help="Random seed of the draw.")] = 0,
     train_dir: Annotated[Path, typer.Option(help="The persona corpora.")] = Path("../shared/train"),
 ) -> None:
-    from hindsight.training.persona_eval import FAMILY, _transcript, _val_rows
-    from pipeline.extract import extract_facts
+    from hindsight.training.persona_eval import dialogue_facts, val_rows
     from pipeline.slot_model import default_judge
 
     judge = default_judge()
     rows = []
     for corpus in CORPORA:
         pool = []
-        for row in _val_rows(train_dir, corpus, dialogues):
-            target = row["target_speaker"]
-            turns = [("user" if t["speaker"] == target else "assistant", t["text"]) for t in row["dialogue"]]
-            for f in extract_facts(_transcript(turns), judge):
-                if f.subject == "user" or f.subject.split(":")[0] in FAMILY:
-                    said = " / ".join(turns[int(i)][1] for i in f.turn_ids if turns[int(i)][0] == "user")
-                    pool.append({"corpus": corpus, "subject": f.subject, "key": f.key, "value": f.value, "said": said})
+        for row in val_rows(train_dir, corpus, dialogues):
+            turns, facts = dialogue_facts(row, judge)
+            for f in facts:
+                said = " / ".join(turns[int(i)][1] for i in f.turn_ids if turns[int(i)][0] == "user")
+                pool.append({"corpus": corpus, "subject": f.subject, "key": f.key, "value": f.value, "said": said})
         rows += random.Random(seed).sample(pool, min(per_corpus, len(pool)))
     with out.open("w", encoding="utf-8") as fh:
         for i, r in enumerate(rows):

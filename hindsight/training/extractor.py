@@ -31,6 +31,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -97,20 +98,15 @@ class PersonaFact:
         return frozenset((self.slot, *self.also)) if self.slot else frozenset()
 
 
-_LABELS: dict[str, dict[str, PersonaFact]] = {}
-
-
+@lru_cache(maxsize=2)
 def persona_labels(lang: str) -> dict[str, PersonaFact]:
     """The hand labels of one language's persona sentences, by text (`persona_slots_<lang>.jsonl`)."""
-    if lang not in _LABELS:
-        path = DATA_DIR / f"persona_slots_{lang}.jsonl"
-        rows = _rows(path) if path.is_file() else iter(())
-        _LABELS[lang] = {
-            r["text"]: PersonaFact(r["text"], r["slot"], tuple(a for a in r.get("also") or () if a in BY_NAME))
-            for r in rows
-            if r["slot"] is None or r["slot"] in BY_NAME
-        }
-    return _LABELS[lang]
+    path = DATA_DIR / f"persona_slots_{lang}.jsonl"
+    return {
+        r["text"]: PersonaFact(r["text"], r["slot"], tuple(a for a in r.get("also") or () if a in BY_NAME))
+        for r in (_rows(path) if path.is_file() else ())
+        if r["slot"] is None or r["slot"] in BY_NAME
+    }
 
 
 def _norm(text: str) -> str:

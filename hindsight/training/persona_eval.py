@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from hindsight.evaluation.render import count_tokens
-from hindsight.training.extractor import _rows, load_dialogues, registry_slot
+from hindsight.training.extractor import _FIRST_PERSON_RE, _rows, load_dialogues, registry_slot
 from pipeline.extract import USER, _rewrite, extract_facts
 from pipeline.slot_model import SlotJudge
 from pipeline.slots import key_slot
@@ -75,9 +75,6 @@ def _transcript(turns: list[tuple[str, str]]) -> Transcript:
     )
 
 
-_FIRST_PERSON_RE = re.compile(r"\b(?:i|i'm|i've|my|me|mine)\b|我", re.I)
-
-
 def _only_asks(utterance: str) -> bool:
     """An utterance of questions only, none about the speaker ("What's your favorite band?"): close to a
     persona sentence in meaning, but it states nothing, so it is not fact-bearing."""
@@ -118,9 +115,8 @@ def evaluate(train_dir: Path, judge: SlotJudge, *, limit: int = 120) -> dict[str
     for corpus in ("spc", "convai2_dnli", "xpersona_zh"):
         tally = _Tally()
         dialogues = [d for d in load_dialogues(train_dir, corpus) if d.split == "val"][:limit]
-        for d, row in zip(dialogues, _val_rows(train_dir, corpus, limit), strict=False):
-            target = row["target_speaker"]
-            turns = [("user" if t["speaker"] == target else "assistant", t["text"]) for t in row["dialogue"]]
+        for d, row in zip(dialogues, val_rows(train_dir, corpus, limit), strict=False):
+            turns, facts = dialogue_facts(row, judge)
             persona = [p for p in d.persona if p.slot]
             if not persona:
                 continue
@@ -139,12 +135,6 @@ def evaluate(train_dir: Path, judge: SlotJudge, *, limit: int = 120) -> dict[str
                     sims = pv @ uv[k]
                     if sims.max() >= FACT_COS:
                         gold[str(i)] = persona[int(sims.argmax())].accepted
-            # What the user says of their family ("my dad is an electrician") is kept about that person.
-            facts = [
-                f
-                for f in extract_facts(_transcript(turns), judge)
-                if f.subject == "user" or f.subject.split(":")[0] in FAMILY
-            ]
             tally.user_turns += len(user_idx)
             tally.fact_utterances += len(gold)
             by_turn: dict[str, set[str]] = defaultdict(set)
@@ -168,7 +158,18 @@ def evaluate(train_dir: Path, judge: SlotJudge, *, limit: int = 120) -> dict[str
     return out
 
 
-def _val_rows(train_dir: Path, corpus: str, limit: int) -> list[dict[str, Any]]:
+def dialogue_facts(row: dict[str, Any], judge: SlotJudge) -> tuple[list[tuple[str, str]], list[CandidateFact]]:
+    """A corpus dialogue as (who, text) turns, the persona's speaker as the user, and what the extractor keeps
+    about the user or their family ("my dad is an electrician" is kept about that person)."""
+    target = row["target_speaker"]
+    turns = [("user" if t["speaker"] == target else "assistant", t["text"]) for t in row["dialogue"]]
+    facts = [
+        f for f in extract_facts(_transcript(turns), judge) if f.subject == "user" or f.subject.split(":")[0] in FAMILY
+    ]
+    return turns, facts
+
+
+def val_rows(train_dir: Path, corpus: str, limit: int) -> list[dict[str, Any]]:
     """The raw rows of the validation dialogues, in `load_dialogues` order."""
     from hindsight.training.extractor import persona_split
 

@@ -694,5 +694,10 @@ def test_a_pronoun_that_is_the_speakers_favourite_names_what_was_just_named() ->
     assert "Arctic Monkeys are the user's favorite band" in [f.value for f in facts]
     facts = extract_facts(_transcript(("user", "I just read Dune again. It's one of my favorite books.")))
     assert any(f.value == "Dune is one of the user's favorite books" for f in facts)
+    # A name the speaker gave with its article keeps it.
+    facts = extract_facts(
+        _transcript(("assistant", "I love the Kinks!"), ("user", "Me too! They're my favorite band."))
+    )
+    assert "The Kinks are the user's favorite band" in [f.value for f in facts]
     # Nothing named: nothing to remember.
     assert not extract_facts(_transcript(("assistant", "What do you think of that?"), ("user", "It's my favorite.")))
