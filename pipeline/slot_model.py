@@ -214,5 +214,6 @@ def _shared_usem(factory: type) -> Embedder:
 
 @lru_cache(maxsize=1)
 def default_judge() -> SlotJudge:
-    """A process-wide judge for callers that inject none (the `remember` path, direct library use)."""
+    """A process-wide judge for callers that inject none (direct library use; `remember` passes the service's
+    own encoder)."""
     return SlotJudge()
