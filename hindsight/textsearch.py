@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 from functools import lru_cache
 
 from pipeline.slots import VOCAB_VERSION, topic_words
@@ -52,9 +53,11 @@ SEARCH_VOCAB = VOCAB_VERSION
 """Recorded beside each memory's search text; the reindex job rebuilds rows written with another version."""
 
 
-def memory_search_text(key: str, value: str) -> str:
-    """What full text indexes of a memory: its key's words, the key's topic words and its value."""
-    return search_text(" ".join([key.replace(".", " ").replace("_", " "), *key_topic_words(key), value]))
+def memory_search_text(key: str, value: str, also_slots: Sequence[str] = ()) -> str:
+    """What full text indexes of a memory: its key's words, the topic words of its key's slot and of the other
+    slots its value fills (`also_slots`), and its value."""
+    topics = dict.fromkeys([*key_topic_words(key), *(w for slot in also_slots for w in topic_words(f"x.{slot}"))])
+    return search_text(" ".join([key.replace(".", " ").replace("_", " "), *topics, value]))
 
 
 def episode_search_text(summary: str, entities: list[str]) -> str:

@@ -19,7 +19,7 @@ from functools import lru_cache
 from pipeline import extract_lexicon as lx
 from pipeline.secrets import MARKER_RE, describe_secret, redact_secrets
 from pipeline.slot_model import SlotJudge, default_judge
-from pipeline.slots import BY_NAME
+from pipeline.slots import BY_NAME, key_slot
 from pipeline.text import (
     Lang,
     content_tokens,
@@ -83,6 +83,7 @@ class _Draft:
     lang: Lang
     source: Source = Source.user
     state: MemoryState = MemoryState.active
+    also: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -227,6 +228,13 @@ _DROPPED_I_RE = re.compile(
 )
 """A narrative clause whose speaker is left out ("Took up rowing in spring", "Moved to Leeds in 2019"); not a
 reaction ("Love the colors!", "Need coffee"), which has no subject because it is no statement about anyone."""
+
+
+def _also_slots(clause: str, attr: lx.Attribute, judge: SlotJudge) -> list[str]:
+    """The runner-up slot of the clause `attr` was judged from, when the classifier finds it likely too."""
+    said = clause if _is_decision(clause) else _attributed(clause)
+    other = judge.runner_up(said)
+    return [other.name] if other is not None and other.name != attr.name.rstrip(".*") else []
 
 
 def _match_attribute(clause: str, judge: SlotJudge) -> lx.Attribute | None:
@@ -452,6 +460,8 @@ def _detect_subject(clause: str, ctx: _Context) -> Subject | None:
     c = clause.strip()
     if has_cjk(c):
         m = _ZH_REL_RE.match(c)
+        if m and re.match(r"[和跟与同]我", c[m.end() :]):
+            return USER  # "我老婆和我都…": the user, with the relation
         if m:
             relation = lx.ZH_RELATIONS[m.group(1)]
             name = _zh_name_after(c[m.end() :])
@@ -475,6 +485,8 @@ def _detect_subject(clause: str, ctx: _Context) -> Subject | None:
             return USER
         return None
     m = _EN_REL_RE.match(c)
+    if m and re.match(r",? and (?:I|me)\b", c[m.end() :]):
+        return USER  # "My wife and I have two kids": the user, with the relation
     if m:
         relation = lx.EN_RELATIONS[m.group(1).lower()]
         name = m.group(2)
@@ -595,12 +607,23 @@ _EN_PRONOUNS: list[tuple[str, str]] = [
     (r"\bMy\b", "User's"),
     (r"\bmy\b", "the user's"),
     (r"\bme\b", "the user"),
+    (r"\b[Oo]ur\b", "the user's"),
+]
+_EN_WE_TEAM: list[tuple[str, str]] = [
     (r"\b[Ww]e're\b", "the user's team is"),
     (r"\b[Ww]e've\b", "the user's team has"),
     (r"\b[Ww]e\b", "the user's team"),
-    (r"\b[Oo]ur\b", "the user's"),
     (r"\bus\b", "\x02"),  # an object: becomes "the user's team" after the verbs are conjugated
 ]
+_EN_WE_USER: list[tuple[str, str]] = [
+    (r"\b[Ww]e're\b", "User is"),
+    (r"\b[Ww]e've\b", "User has"),
+    (r"\b[Ww]e\b", "User"),
+    (r"\bus\b", "\x03"),  # an object: becomes "the user" after the verbs are conjugated
+]
+""""We" is the user's team in a fact about work (a stack, a database, a project: the slots whose `subjects` name a
+team) and the user's household or couple everywhere else ("we moved to Denver", "我们离婚了"): a fact true of them
+is true of the user."""
 _EN_AGREE = {
     "do": "does",
     "don't": "doesn't",
@@ -643,15 +666,17 @@ def _third_person_verb(verb: str) -> str:
     return verb + "s"
 
 
-def _rewrite_en(text: str, subject: Subject) -> str:
-    out = text
-    for pattern, repl in _EN_PRONOUNS:
+def _rewrite_en(text: str, subject: Subject, team: bool = True) -> str:
+    # "My wife and I have…": a plural subject, so "have" stays as it is.
+    out = re.sub(r"^(?:[Mm]y|[Oo]ur) (\w+(?: \w+)?),? and I\b", r"The user's \1 and the user", text)
+    for pattern, repl in (*_EN_PRONOUNS, *(_EN_WE_TEAM if team else _EN_WE_USER)):
         out = re.sub(pattern, repl, out)
     out = re.sub(
         r"\b(User|the user's team) (" + _EN_ADVERB + r")([a-z']+)\b",
         lambda m: f"{m.group(1)} {m.group(2)}{_third_person_verb(m.group(3))}",
         out,
-    ).replace("\x02", "the user's team")
+    )
+    out = out.replace("\x02", "the user's team").replace("\x03", "the user")
     if not subject.is_user and subject.name:
         out = re.sub(r"^(?:she|he)\b", subject.name, out, flags=re.I)
     if subject.is_user and not re.search(r"\b[Uu]ser\b|\bthe user\b", out):
@@ -661,10 +686,11 @@ def _rewrite_en(text: str, subject: Subject) -> str:
     return out[:1].upper() + out[1:]
 
 
-def _rewrite_zh(text: str, subject: Subject) -> str:
+def _rewrite_zh(text: str, subject: Subject, team: bool = True) -> str:
     # "自我" (self-) is not the pronoun 我: park it while the pronouns are rewritten.
     out = text.replace("自我", "自\0").replace("我们家", "用户家")
-    out = out.replace("咱们", "用户团队").replace("我们", "用户团队")
+    we = "用户团队" if team else "用户"
+    out = out.replace("咱们", we).replace("我们", we)
     out = out.replace("我的", "用户的").replace("俺", "用户").replace("我", "用户")
     out = re.sub(r"用户(?=(?:" + _ZH_REL_WORDS + r"))", "用户的", out)
     out = re.sub(r"(?<!嘻)[哈呀啦嘛哦喔呗]+$", "", out).strip(" ，,。").replace("\0", "我")
@@ -676,9 +702,13 @@ def _rewrite_zh(text: str, subject: Subject) -> str:
     return out
 
 
-def _rewrite(text: str, subject: Subject, lang: Lang) -> str:
+def _rewrite(text: str, subject: Subject, lang: Lang, key: str | None = None) -> str:
+    """`text` in the third person. `key` (the memory's) says whether "we" is the user's team: only in a slot
+    that a team can hold (`Slot.subjects`); without a key, as before, it is."""
+    slot = key_slot(key) if key else None
+    team = key is None or (slot is not None and "team" in slot.subjects)
     # The turn's language decides: a Latin-only clause in a Chinese turn still reads as Chinese.
-    return _rewrite_zh(text, subject) if lang == "zh" or has_cjk(text) else _rewrite_en(text, subject)
+    return _rewrite_zh(text, subject, team) if lang == "zh" or has_cjk(text) else _rewrite_en(text, subject, team)
 
 
 def _scrub_secrets(value: str, lang: Lang) -> str:
@@ -706,6 +736,19 @@ def _polarity(clause: str) -> bool:
 # --- the walk ------------------------------------------------------------------------------------------
 
 
+_LABEL_RE = re.compile(r"^(?:[A-Za-z][\w+#.\-]*(?: [A-Za-z][\w+#.\-]*){0,3}|[\u4e00-\u9fffA-Za-z0-9 ]{1,8})$")
+
+
+def _labelled_value(label: str, value: str, ctx: _Context) -> str | None:
+    """A pasted "label: value" line as the speaker's statement ("Stack: Next.js" → "my stack is Next.js",
+    "上线时间：三月中旬" → "我的上线时间是三月中旬"), when the label is a short noun phrase of no one in particular,
+    the value has no subject of its own, and the classifier finds the statement a fact; else None."""
+    if not _LABEL_RE.match(label) or _FIRST_PERSON_RE.search(label + " " + value) or _SECOND_PERSON_RE.search(label):
+        return None
+    said = f"我的{label}是{value}" if has_cjk(label) else f"my {label.lower()} is {value}"
+    return said if _match_attribute(said, ctx.judge) is not None else None
+
+
 def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_conf: float) -> None:
     sentence = _strip_discourse(sentence)
     explicit = False
@@ -713,10 +756,15 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         stripped = pattern.sub("", sentence, count=1)
         if stripped != sentence:
             explicit, sentence = True, _strip_discourse(stripped)
-    # Short lead-ins before a colon ("两个习惯:", "Context first:") say nothing themselves.
-    lead = re.match(r"^([^:]{1,14}):\s*(.{6,})$" if has_cjk(sentence) else r"^([^:]{1,32}):\s*(.{6,})$", sentence)
-    if lead and _match_attribute(lead.group(1), ctx.judge) is None:
-        sentence = _strip_discourse(lead.group(2))
+    # Short lead-ins before a colon ("两个习惯:", "Context first:") say nothing themselves; a label before a value
+    # ("Deadline: March 14", "数据库：PostgreSQL 15") says what the value is of.
+    lead = re.match(r"^([^:]{1,14}):\s*(.{2,})$" if has_cjk(sentence) else r"^([^:]{1,32}):\s*(.{2,})$", sentence)
+    if lead:
+        labelled = _labelled_value(lead.group(1).strip(), lead.group(2), ctx)
+        if labelled:
+            sentence = labelled
+        elif _match_attribute(lead.group(1), ctx.judge) is None:
+            sentence = _strip_discourse(lead.group(2))
     if not sentence:
         return
     _name_fact(sentence, turn, lang, ctx, base_conf)
@@ -756,7 +804,7 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
             break  # the condition and its consequence are not the case
         if _MINE_RE.match(clause):
             continue  # "Mine is Icky Thump" after no question: what it is the speaker's favourite of is not said
-        if _is_question(clause) or _is_time_bound(clause) or _UNSURE_RE.search(clause):
+        if _is_question(clause) or _is_time_bound(clause) or _UNSURE_RE.search(clause) or _ASSIGNMENT_RE.match(clause):
             continue
         if _is_request(clause) and not (explicit or _is_standing(clause) or _is_decision(clause)):
             continue  # "let's go with Riverpod" is a decision, not a request
@@ -820,9 +868,13 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         kind = attr.kind if subj.is_user else MemoryKind.relationship if attr.name == "role" else attr.kind
         c = conf - (0.1 if attr.name.endswith(".*") else 0.0) - (0.05 if not subj.is_user else 0.0)
         sep = "，" if has_cjk(core) else ", "
-        _add(ctx, key, kind, sep.join(clauses), turn, c, subj, lang, negated=negated)
+        also = [] if attr is IDENTITY else _also_slots(core, attr, ctx.judge)
+        _add(ctx, key, kind, sep.join(clauses), turn, c, subj, lang, negated=negated, also=also)
 
 
+_ASSIGNMENT_RE = re.compile(r"^[A-Za-z_][\w.\-]*\s*=")
+"""A pasted config or code line ("AWS_REGION=eu-west-1"): material, not the speaker saying something (a credential's
+name still says which service is used: `_credential_vendors`)."""
 _FREQUENCY_ONLY_RE = re.compile(
     r"^(?:大概|大约|差不多|基本上?)?(?:每|一)(?:天|日|周|星期|礼拜|个?月|年|次)[一两二三四五六七八九十几\d～~\-到]*"
     r"(?:次|回|趟|个?小时|分钟|公里)?(?:左右)?$|"
@@ -931,8 +983,9 @@ def _add(
     lang: Lang,
     *,
     negated: bool | None = None,
+    also: list[str] | None = None,
 ) -> None:
-    value = _scrub_secrets(_rewrite(text, subject, lang), lang)
+    value = _scrub_secrets(_rewrite(text, subject, lang, key), lang)
     if ctx.speaker is not None and subject.is_user:
         if not (_FIRST_PERSON_RE.search(text) or _IMPLIED_I_RE.match(text)):
             return  # "Life's too short", "that painting's amazing": a remark, not a fact about the speaker
@@ -961,6 +1014,7 @@ def _add(
             negated=[_polarity(text) if negated is None else negated],
             supersedes=has_change_cue(text),
             lang=lang,
+            also=list(also or ()),
         )
     )
 
@@ -1119,7 +1173,8 @@ def _merge_drafts(drafts: list[_Draft]) -> list[CandidateFact]:
         d.key = _same_job_key(d, by_key)
         cur = by_key.get(d.key)
         if cur is None:
-            by_key[d.key] = _Draft(**{**d.__dict__, "parts": list(d.parts), "turn_ids": list(d.turn_ids)})
+            copied = {"parts": list(d.parts), "turn_ids": list(d.turn_ids), "also": list(d.also)}
+            by_key[d.key] = _Draft(**{**d.__dict__, **copied})
             continue
         for p in d.parts:
             if p not in cur.parts and not any(p in q for q in cur.parts):
@@ -1128,8 +1183,10 @@ def _merge_drafts(drafts: list[_Draft]) -> list[CandidateFact]:
         cur.confidence = max(cur.confidence, d.confidence)
         cur.negated += d.negated
         cur.supersedes = cur.supersedes or d.supersedes
+        cur.also += [a for a in d.also if a not in cur.also]
     facts: list[CandidateFact] = []
     for d in by_key.values():
+        own = key_slot(d.key)
         sep = "；" if d.lang == "zh" else "; "
         value = sep.join(d.parts)
         if len(value) > MAX_VALUE_CHARS:
@@ -1146,6 +1203,7 @@ def _merge_drafts(drafts: list[_Draft]) -> list[CandidateFact]:
                 negated=all(d.negated),
                 supersedes_previous=d.supersedes,
                 state=d.state,
+                also_slots=[a for a in d.also if own is None or a != own.name][:4],
             )
         )
     return facts

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pipeline.slots import BY_NAME, canonical_slot
+from pipeline.slots import BY_NAME, canonical_slot, key_slot
 from pipeline.text import content_tokens, core_negated, extract_numbers, has_cjk, normalize, numbers_conflict
 from schemas.pipeline import (
     CandidateFact,
@@ -102,6 +103,20 @@ class _Mem:
     pinned: bool
     confidence: float
     embedding: list[float] | None
+    also_slots: tuple[str, ...] = ()
+
+
+def _slots(key: str, also: Sequence[str]) -> set[str]:
+    slot = key_slot(key)
+    return {*([slot.name] if slot else []), *also}
+
+
+def _slots_meet(mem: _Mem, fact: CandidateFact) -> bool:
+    """Same subject, and a slot in common among each one's key slot and the others its value fills: "moved to a
+    job in Leeds" filed under employer, with city as its runner-up, meets "User lives in York" (city)."""
+    return canonical_key(mem.key)[0] == canonical_key(fact.key)[0] and bool(
+        _slots(mem.key, mem.also_slots) & _slots(fact.key, fact.also_slots)
+    )
 
 
 def _cosine(a: list[float] | None, b: list[float] | None) -> float | None:
@@ -190,7 +205,10 @@ def _merge_text(old: str, new: str) -> str:
 
 def reconcile(facts: list[EmbeddedFact], existing: list[ExistingMemory], *, dedupe_threshold: float) -> list[MemoryOp]:
     """Decide, for each candidate fact, whether it inserts, refreshes, merges, conflicts or supersedes."""
-    pool = [_Mem(m.id, m.key, m.value, m.negated, m.state, m.pinned, m.confidence, m.embedding) for m in existing]
+    pool = [
+        _Mem(m.id, m.key, m.value, m.negated, m.state, m.pinned, m.confidence, m.embedding, tuple(m.also_slots))
+        for m in existing
+    ]
     ops: list[MemoryOp] = []
     for ef in facts:
         fact = _cap(ef.fact)
@@ -229,6 +247,12 @@ def _decide(fact: CandidateFact, emb: list[float], pool: list[_Mem], threshold: 
     if same_key and not untrusted:
         target = max(same_key, key=lambda m: _similarity(fact, emb, m))
         return _same_key_decision(fact, emb, target, threshold, sole=len(same_key) == 1)
+    meeting = [m for m in candidates if _slots_meet(m, fact)] if fact.supersedes_previous and not untrusted else []
+    if meeting:
+        # A change whose key is another slot of the same thing (the classifier filed it under its runner-up, or
+        # the old memory was): compared as if the keys were the same, so the old value can still be retired.
+        target = max(meeting, key=lambda m: _similarity(fact, emb, m))
+        return _same_key_decision(fact, emb, target, threshold, sole=len(meeting) == 1)
 
     ranked = sorted(((_similarity(fact, emb, m), m) for m in candidates), key=lambda p: -p[0])
     for sim, mem in ranked:
@@ -419,6 +443,7 @@ def _apply(op: MemoryOp, pool: list[_Mem]) -> None:
                 False,
                 fact.confidence,
                 op.embedding,
+                tuple(fact.also_slots),
             )
         )
     if target is None:

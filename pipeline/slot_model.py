@@ -42,12 +42,32 @@ _DIGIT_RE = re.compile(r"\d")
 _EDGE_RE = re.compile(r"^[\s,，.。!！~～;；:：\-—…]+|[\s,，.。!！~～;；:：\-—…]+$")
 
 
+_WE = [
+    (re.compile(r"\bwe're\b"), "i'm"),
+    (re.compile(r"\bwe've\b"), "i've"),
+    (re.compile(r"\bwe'll\b"), "i'll"),
+    (re.compile(r"\bwe'd\b"), "i'd"),
+    (re.compile(r"\bwe\b"), "i"),
+    (re.compile(r"\bour\b"), "my"),
+    (re.compile(r"\bours\b"), "mine"),
+    (re.compile(r"\bourselves\b"), "myself"),
+    (re.compile(r"我们|咱们"), "我"),
+]
+"""The speaker's group in the first person singular: "we have two kids" states what "I have two kids" does
+(whether "we" is a team or a household is the rendering's business), and the corpora say it mostly with "I".
+("us" stays: lower-cased, it is also the US.)"""
+
+
 def canonical_clause(text: str) -> str:
-    """What the classifier sees of a clause: NFKC, simplified, lower-cased, without edge punctuation.
+    """What the classifier sees of a clause: NFKC, simplified, lower-cased, without edge punctuation, "we" as
+    "I".
 
     Training sentences are persona lines ("I have two dogs.") and chat clauses ("i have two dogs lol"): a
     full stop or a capital letter must not be what tells a fact from chat."""
-    return _EDGE_RE.sub("", normalize(text[: MAX_CLAUSE_CHARS * 2]).lower()[:MAX_CLAUSE_CHARS])
+    out = normalize(text[: MAX_CLAUSE_CHARS * 2]).lower()[:MAX_CLAUSE_CHARS]
+    for pattern, repl in _WE:
+        out = pattern.sub(repl, out)
+    return _EDGE_RE.sub("", out)
 
 
 def _bucket(token: str) -> int:
@@ -98,6 +118,13 @@ class Prediction:
     """The probability of `slot`."""
     p_fact: float
     """1 − P(none): how likely the clause states a stable fact at all."""
+    runner_up: str | None = None
+    """The next most likely slot, when it is likely too (P ≥ ALSO_MIN_PROBABILITY): "I have two kids and a dog"
+    is a pet and a family fact."""
+
+
+ALSO_MIN_PROBABILITY = 0.25
+"""A runner-up slot this likely is recorded beside the best one (`Prediction.runner_up`)."""
 
 
 class SlotClassifier:
@@ -131,8 +158,9 @@ class SlotClassifier:
         for row in p:
             slots = row.copy()
             slots[self._none] = -1.0
-            best = int(slots.argmax())
-            out.append(Prediction(self.classes[best], float(row[best]), float(1.0 - row[self._none])))
+            best, second = (int(i) for i in np.argsort(-slots)[:2])
+            also = self.classes[second] if slots[second] >= ALSO_MIN_PROBABILITY else None
+            out.append(Prediction(self.classes[best], float(row[best]), float(1.0 - row[self._none]), also))
         return out
 
 
@@ -205,6 +233,11 @@ class SlotJudge:
         if p.p_fact < max(self.threshold, min_p_fact or 0.0):
             return None
         return BY_NAME.get(p.slot)
+
+    def runner_up(self, clause: str) -> Slot | None:
+        """The second slot the clause may fill, when the classifier finds it likely too (already predicted)."""
+        p = self.predict(clause)
+        return BY_NAME.get(p.runner_up) if p.runner_up else None
 
 
 @lru_cache(maxsize=1)

@@ -28,6 +28,8 @@ class MemoryRead(BaseModel):
     negated: bool
     ttl_days: int | None
     has_conflict: bool
+    also_slots: list[str] = []
+    """Other registry slots the value fills besides its key's (the offline extractor's runner-up)."""
     backend: str
     embedding_model: str
     created_at: datetime

@@ -101,6 +101,9 @@ class CandidateFact(BaseModel):
     """A change-of-state cue ("switched to", "搬到", "no longer") says an older value is now wrong."""
     state: MemoryState = MemoryState.active
     """`quarantined` for content that must not become active (e.g. tool text posing as a preference)."""
+    also_slots: list[str] = Field(default_factory=list, max_length=4)
+    """Other registry slots the value fills as well ("User has two kids and a dog": pet, and family): search
+    indexes their topic words too, and reconcile compares a change with memories filed under them."""
 
 
 class Distillation(BaseModel):
@@ -125,6 +128,8 @@ class ExistingMemory(BaseModel):
     pinned: bool = False
     negated: bool = False
     embedding: list[float] | None = None
+    also_slots: list[str] = Field(default_factory=list)
+    """Other registry slots its value fills (`CandidateFact.also_slots`)."""
 
 
 class EmbeddedFact(BaseModel):

@@ -99,3 +99,26 @@ def test_transient_failures_retry_until_the_budget_then_dead_letter(engine, name
         state, log = conn.execute(sa.text("SELECT state, attempt_log FROM transcripts WHERE id=:t"), {"t": tid}).one()
     assert state == "dead"
     assert [e["attempt"] for e in log] == [1, 3]
+
+
+def test_a_second_slot_the_value_fills_is_stored_and_searchable(clients, engine, namespace) -> None:  # type: ignore[no-untyped-def]
+    from pipeline.extract import extract_facts
+    from pipeline.slots import topic_words
+    from schemas.pipeline import Role, Transcript, Turn
+
+    text = "I have two kids and a dog."
+    transcript = Transcript(
+        id=uuid.uuid4(), namespace=namespace, conversation_id="c", occurred_at=datetime.now(UTC),
+        turns=[Turn(index=0, turn_id="0", role=Role.user, content=text)],
+    )  # fmt: skip
+    [expected] = extract_facts(transcript)
+    assert expected.also_slots  # a pet and a family fact: the classifier names both
+    distill_transcript(_accept(namespace, text), clients=clients, engine=engine)
+    with engine.connect() as conn:
+        key, also, search = conn.execute(
+            sa.text("SELECT key, also_slots, search_text FROM memories WHERE namespace=:n"), {"n": namespace}
+        ).one()
+    assert (key, also) == (expected.key, expected.also_slots)
+    words = set(search.split())
+    for slot in also:
+        assert {w for w in topic_words(f"user.{slot}") if w.isascii()} <= words

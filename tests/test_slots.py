@@ -122,6 +122,32 @@ def test_a_change_that_names_the_old_value_retires_it_on_a_many_value_slot() -> 
     assert op.action != "supersede"  # names nothing of the other value: that one stays
 
 
+def test_a_change_filed_under_another_slot_of_the_same_thing_still_retires_the_old_value() -> None:
+    # "Took a job in Leeds, moved there in May": the classifier filed it under employer, with city as runner-up.
+    york = _existing("user.city", "User lives in York")
+    change = _fact("user.employer", "User took a job in Leeds and moved there", change=True)
+    change.fact.also_slots = ["city"]
+    [op] = reconcile([change], [york], dedupe_threshold=0.9)
+    assert op.action == "supersede" and op.target_id == york.id
+    # Without a change cue, another slot's memory is not touched.
+    calm = _fact("user.employer", "User works for a firm in Leeds")
+    calm.fact.also_slots = ["city"]
+    [op] = reconcile([calm], [york], dedupe_threshold=0.9)
+    assert op.action == "insert"
+    # Nor is one of another subject, or of an unrelated slot.
+    sister = _existing("sister.city", "User's sister lives in York")
+    [op] = reconcile([change], [sister, _existing("user.pet", "User has a cat")], dedupe_threshold=0.9)
+    assert op.action == "insert"
+
+
+def test_search_text_holds_the_topic_words_of_every_slot_the_value_fills() -> None:
+    text = memory_search_text("user.pet", "User has two kids and a dog", ["family"])
+    assert "pet" in text and "kids" in text
+    assert set(memory_search_text("user.pet", "User has two kids and a dog").split()) < set(text.split())
+    family_words = [w for w in slots.topic_words("user.family") if w.isascii()]
+    assert family_words and set(family_words) <= set(text.split())
+
+
 # --- the reindex job ----------------------------------------------------------------------------------------
 
 
@@ -144,6 +170,9 @@ def test_reindex_rebuilds_rows_of_another_vocabulary_once(services, engine, name
     stale = create_memory(
         engine, namespace, key="user.pet", value="User has a cat", search_text="x", search_vocab="old-version"
     )
+    two = create_memory(
+        engine, namespace, key="user.pet", value="User has a dog and a son", also_slots=["family"], search_text="x"
+    )
     first = reindex_search_text(engine, batch_size=2)
     assert first.rebuilt >= 2
     text, vocab = _search(engine, old)
@@ -151,6 +180,8 @@ def test_reindex_rebuilds_rows_of_another_vocabulary_once(services, engine, name
     assert "occupation" in text
     assert "nurse" in text
     assert _search(engine, stale) == (memory_search_text("user.pet", "User has a cat"), SEARCH_VOCAB)
+    rebuilt = memory_search_text("user.pet", "User has a dog and a son", ["family"])
+    assert _search(engine, two) == (rebuilt, SEARCH_VOCAB)  # the other slot's words survive a reindex
     assert _search(engine, current) == ("kept as is", SEARCH_VOCAB)  # already current: untouched
     again = reindex_search_text(engine)
     assert _search(engine, old)[1] == SEARCH_VOCAB
@@ -254,3 +285,9 @@ def test_a_change_retires_the_memory_that_names_what_it_replaced_whatever_its_sl
     assert reconcile([plain], [polars], dedupe_threshold=0.9)[0].action == "insert"
     elsewhere = _fact("user.programming_language", "User switched from Julia to Python", change=True)
     assert reconcile([elsewhere], [polars], dedupe_threshold=0.9)[0].action == "insert"
+
+
+def test_the_classifier_reads_we_as_i() -> None:
+    assert canonical_clause("We have two kids.") == canonical_clause("I have two kids")
+    assert canonical_clause("我们养了一只猫") == canonical_clause("我养了一只猫")
+    assert canonical_clause("We moved to the US") == "i moved to the us"  # "us" is also the US

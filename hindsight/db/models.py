@@ -19,6 +19,7 @@ from sqlalchemy import (
     String,
     Text,
     func,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR, UUID
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -106,6 +107,8 @@ class MemoryRow(Base):
     embedding: Mapped[list[float]] = mapped_column(Vector())
     search_text: Mapped[str] = mapped_column(Text, default="")
     """Key, slot topic words and value, segmented for full-text search (jieba for Chinese)."""
+    also_slots: Mapped[list[str]] = mapped_column(JSONB, default=list, server_default=text("'[]'::jsonb"))
+    """Other registry slots the value fills (the extractor's runner-up): their topic words are in search_text too."""
     search_vocab: Mapped[str | None] = mapped_column(String(32))
     """The slot vocabulary (`pipeline.slots.VOCAB_VERSION`) search_text was built with; the reindex job rebuilds
     rows built with another."""

@@ -43,7 +43,7 @@ def reindex_search_text(
     while max_batches is None or report.batches < max_batches:
         with session_scope(engine) as session:
             rows = session.execute(
-                select(MemoryRow.id, MemoryRow.key, MemoryRow.value)
+                select(MemoryRow.id, MemoryRow.key, MemoryRow.value, MemoryRow.also_slots)
                 .where(_outdated(version))
                 .order_by(MemoryRow.id)
                 .limit(batch_size)
@@ -55,7 +55,7 @@ def reindex_search_text(
                 session.execute(
                     update(MemoryRow)
                     .where(MemoryRow.id == r.id, _outdated(version))
-                    .values(search_text=memory_search_text(r.key, r.value), search_vocab=version)
+                    .values(search_text=memory_search_text(r.key, r.value, r.also_slots or ()), search_vocab=version)
                     .execution_options(synchronize_session=False)
                 )
             report.rebuilt += len(rows)

@@ -51,12 +51,18 @@ def reconcile_in_namespace(
     """Stages 3-4 against the namespace's live memories. Call with the namespace lock held."""
     rows = MemoryRepository(session).candidates_for_reconcile(
         namespace,
-        sorted({f.fact.key for f in facts}),
+        sorted({k for f in facts for k in (f.fact.key, *_also_keys(f.fact))}),
         [f.embedding for f in facts],
         NEIGHBOURS_PER_FACT,
     )
     ops = reconcile(list(facts), [_existing(r) for r in rows], dedupe_threshold=dedupe_threshold)
     return ops, {r.id: r for r in rows}
+
+
+def _also_keys(fact: CandidateFact) -> list[str]:
+    """The fact's subject under each other slot its value fills (`user.family` beside `user.pet`)."""
+    subject = fact.key.partition(".")[0]
+    return [f"{subject}.{slot}" for slot in fact.also_slots]
 
 
 def _existing(row: MemoryRow) -> ExistingMemory:
@@ -71,6 +77,7 @@ def _existing(row: MemoryRow) -> ExistingMemory:
         pinned=row.pinned,
         negated=row.negated,
         embedding=list(row.embedding) if row.embedding is not None else None,
+        also_slots=list(row.also_slots or ()),
     )
 
 
@@ -164,7 +171,8 @@ class MemoryWriter:
             negated=fact.negated,
             has_conflict=False,
             embedding=op.embedding,
-            search_text=memory_search_text(fact.key, fact.value),
+            also_slots=list(fact.also_slots),
+            search_text=memory_search_text(fact.key, fact.value, fact.also_slots),
             search_vocab=SEARCH_VOCAB,
             backend=self.backend,
             embedding_model=self.embedding_model,
@@ -217,7 +225,8 @@ class MemoryWriter:
         before_value, before_state = row.value, row.state
         row.value = op.merged_value or op.fact.value
         row.embedding = op.embedding
-        row.search_text = memory_search_text(row.key, row.value)
+        row.also_slots = list(dict.fromkeys([*(row.also_slots or ()), *op.fact.also_slots]))[:4]
+        row.search_text = memory_search_text(row.key, row.value, row.also_slots)
         row.search_vocab = SEARCH_VOCAB
         row.confidence = self._cap(op.fact, max(row.confidence, op.fact.confidence))
         row.last_verified_at = max(row.last_verified_at, self._at)

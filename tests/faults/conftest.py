@@ -1,8 +1,9 @@
 """The fault-injection suite owns its PostgreSQL and Redis processes so it can kill and restart them.
 
 Each scenario starts its own worker and beat processes on them, publishes a workload of transcripts that each
-carry one canary fact ("I use <canary> every day.", which the offline distiller stores as the active memory
-"User uses <canary> every day" under key user.tools.<canary>), injects a fault, waits for quiescence and counts
+carry one canary fact ("I use <canary> for all my projects.", which the offline distiller stores as an active
+memory naming the canary; the classifier keeps it at P(fact) ≥ 0.75 for every random name tried, where "I use
+<canary> every day" fell below the threshold for 4 % of them), injects a fault, waits for quiescence and counts
 by SQL. Every transcript lives in its own namespace `<prefix>-<canary>`, so a canary can only be merged with
 itself and the counts of one scenario never see another's rows.
 """
@@ -274,7 +275,7 @@ def canary() -> str:
     return f"cnry{secrets.token_hex(4)}"
 
 
-def canary_events(prefix: str, n: int, *, text: str = "I use {canary} every day.") -> list[Any]:
+def canary_events(prefix: str, n: int, *, text: str = "I use {canary} for all my projects.") -> list[Any]:
     from hindsight.services.ingest import parse_event
 
     events = []

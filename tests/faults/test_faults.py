@@ -117,7 +117,7 @@ def test_kill_worker_child_during_slow_llm_call(
         fault_stack.start_beat()
         prefix = new_prefix()
         pub = Publisher(fault_services, fault_engine)
-        (slow,) = pub.publish(canary_events(prefix, 1, text="I use {canary} every day. SLOW"))
+        (slow,) = pub.publish(canary_events(prefix, 1, text="I use {canary} for all my projects. SLOW"))
         assert llm.slow_started.wait(60), "the slow LLM call never started"
 
         # The child holding the connection to the LLM server is the one inside the slow call. Look before more
