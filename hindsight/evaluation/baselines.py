@@ -1,7 +1,8 @@
-"""What a user would otherwise pick: dense retrieval and BM25 over raw texts (turns or memories).
+"""What a user would otherwise pick: dense retrieval, BM25 and the two fused over raw texts (turns or memories).
 
 Dense uses the same embedder as the store; BM25 (rank-bm25's Okapi) tokenizes with the store's own
-segmenter (jieba for Chinese, word tokens otherwise).
+segmenter (jieba for Chinese, word tokens otherwise); hybrid fuses their rankings by reciprocal rank
+(Cormack et al. 2009, k = 60), the usual first thing a team builds on top of both.
 """
 
 from __future__ import annotations
@@ -44,3 +45,17 @@ class BM25Index:
         scores = self._bm25.get_scores(terms)
         order = np.argsort(-np.asarray(scores), kind="stable")
         return [int(i) for i in order[:k]]
+
+
+RRF_K = 60
+"""Reciprocal-rank fusion's constant: 60, as in Cormack, Clarke and Büttcher (SIGIR 2009) and most libraries."""
+
+
+def reciprocal_rank_fusion(rankings: Sequence[Sequence[int]], depth: int, k: int = RRF_K) -> list[int]:
+    """Indices ranked by the sum of 1 / (k + rank) over the rankings each appears in (rank from 1); ties keep
+    the order of first appearance."""
+    score: dict[int, float] = {}
+    for ranking in rankings:
+        for r, i in enumerate(ranking, start=1):
+            score[i] = score.get(i, 0.0) + 1.0 / (k + r)
+    return sorted(score, key=lambda i: -score[i])[:depth]

@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from hindsight.evaluation.scoring import DISTILL_KEYS, HALF_DENSE, CaseScore
+from hindsight.evaluation.scoring import DISTILL_KEYS, HALF_DENSE, RETRIEVAL_BUDGETS, CaseScore
 
 
 def _fmt(v: Any) -> str:
@@ -51,10 +51,16 @@ def failures_text(cases: Sequence[CaseScore], stored: dict[str, list[str]], limi
 def evidence_table(metrics: dict[str, Any]) -> Table:
     systems = tuple(
         s
-        for s in ("hindsight", "hindsight_memories", "hindsight_episodes", "dense_turns", "bm25_turns")
+        for s in ("hindsight", "hindsight_memories", "hindsight_episodes", "dense_turns", "bm25_turns", "hybrid_turns")
         if s in metrics
     )
-    keys = ("recall@5", "recall@10", "recall@1000tok", "recall@2000tok", HALF_DENSE, "tokens@10")
+    keys = (
+        "recall@5",
+        "recall@10",
+        *(f"recall@{b}tok" for b in RETRIEVAL_BUDGETS),
+        HALF_DENSE,
+        "tokens@10",
+    )
     table = Table(title=f"{metrics['suite']}: evidence recall ({metrics['questions']} questions)")
     table.add_column("category")
     table.add_column("n", justify="right")
@@ -66,16 +72,20 @@ def evidence_table(metrics: dict[str, Any]) -> Table:
     for cat, n, by in rows:
         for i, s in enumerate(systems):
             table.add_row(cat if i == 0 else "", str(n) if i == 0 else "", s, *(_fmt(by[s].get(k)) for k in keys))
+        ratio = (metrics.get("vs_best_baseline") or {}).get(cat if cat != "all" else "all")
+        if ratio:
+            cells = ["", "", *(_fmt(ratio.get(k)) if k in ratio else "" for k in keys[2:])]
+            table.add_row("", "", "÷ best raw-turn baseline", *cells, style="dim")
     return table
 
 
 def madial_table(metrics: dict[str, Any]) -> Table:
-    keys = ("recall@1", "recall@5", "recall@10", "mrr")
+    keys = ("recall@1", "recall@5", "recall@10", *(f"recall@{b}tok" for b in RETRIEVAL_BUDGETS), "mrr")
     table = Table(title=f"madial: retrieval of relevant memories ({metrics['queries']} queries)")
     table.add_column("system")
     for k in keys:
         table.add_column(k, justify="right")
-    for s in ("hindsight", "dense", "bm25"):
+    for s in ("hindsight", "dense", "bm25", "hybrid"):
         table.add_row(s, *(_fmt(metrics[s].get(k)) for k in keys))
     return table
 

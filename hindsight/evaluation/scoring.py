@@ -258,7 +258,8 @@ def within_budget(items: Sequence[RankedItem], budget: int) -> list[RankedItem]:
 
 
 RETRIEVAL_KS = (5, 10)
-RETRIEVAL_BUDGETS = (1000, 2000)
+RETRIEVAL_BUDGETS = (250, 500, 1000, 2000)
+"""Token budgets every system is scored at: the same tokenizer and rendering rules for all (render.py)."""
 
 
 HALF_DENSE = "recall@half_dense_tok"
@@ -293,10 +294,30 @@ def mean_rows(rows: Sequence[dict[str, float]]) -> dict[str, float | None]:
     return out
 
 
-def rank_scores(relevant: Sequence[str], ranked_ids: Sequence[str], ks: Sequence[int] = (1, 5, 10)) -> dict[str, float]:
-    """recall@k (share of relevant ids in the top k) and reciprocal rank of the first relevant id."""
+def budget_recall(relevant: Sequence[str], items: Sequence[RankedItem]) -> dict[str, float]:
+    """The share of relevant ids among the items that fit in each of RETRIEVAL_BUDGETS (a stored memory that
+    merged several source items credits them all, at its own rendered cost)."""
+    rel = set(relevant)
+    out = {}
+    for b in RETRIEVAL_BUDGETS:
+        fit = {i for it in within_budget(items, b) for i in it.turn_ids}
+        out[f"recall@{b}tok"] = len(rel & fit) / len(rel)
+    return out
+
+
+def rank_scores(
+    relevant: Sequence[str],
+    ranked_ids: Sequence[str],
+    ks: Sequence[int] = (1, 5, 10),
+    *,
+    tokens: Sequence[int] | None = None,
+) -> dict[str, float]:
+    """recall@k (share of relevant ids in the top k) and reciprocal rank of the first relevant id; with
+    `tokens` (what each ranked item's rendered text costs), also recall within each of RETRIEVAL_BUDGETS."""
     rel = set(relevant)
     row = {f"recall@{k}": len(rel & set(ranked_ids[:k])) / len(rel) for k in ks}
+    if tokens is not None:
+        row |= budget_recall(relevant, [RankedItem(frozenset([i]), t) for i, t in zip(ranked_ids, tokens, strict=True)])
     first = next((i for i, r in enumerate(ranked_ids) if r in rel), None)
     row["mrr"] = 0.0 if first is None else 1.0 / (first + 1)
     return row

@@ -19,14 +19,16 @@ from sqlalchemy import select
 
 from hindsight.embeddings import cached_embedder
 from hindsight.evaluation import store
-from hindsight.evaluation.baselines import BM25Index, DenseIndex
+from hindsight.evaluation.baselines import BM25Index, DenseIndex, reciprocal_rank_fusion
 from hindsight.evaluation.data import Case, CaseFile, Conversation, MadialMemory, MadialQuery
 from hindsight.evaluation.render import count_tokens, render_episode, render_memory, render_turn, tokenizer_name
 from hindsight.evaluation.runtime import Runtime
 from hindsight.evaluation.scoring import (
     CaseScore,
     QueryRun,
+    RETRIEVAL_BUDGETS,
     RankedItem,
+    budget_recall,
     distill_metrics,
     evidence_scores,
     mean_rows,
@@ -208,7 +210,8 @@ def _case_event(case: Case, conv: Any, namespace: str, now: datetime) -> Transcr
 # ---------------------------------------------------------------------------------------------------------
 # evidence recall: LoCoMo, LongMemEval
 
-SYSTEMS = ("hindsight", "dense_turns", "bm25_turns")
+SYSTEMS = ("hindsight", "dense_turns", "bm25_turns", "hybrid_turns")
+BASELINES = ("dense_turns", "bm25_turns", "hybrid_turns")
 VARIANTS = ("hindsight_memories", "hindsight_episodes")
 """Extra rows: memories alone and episode summaries alone, from the same recalls."""
 
@@ -260,13 +263,18 @@ def run_evidence(
             for q in c.questions:
                 query = q.question[-QUERY_CHARS:]
                 qv = embedder.embed([query])[0]
-                dense_ranking = [items[i] for i in dense.rank(query, RETRIEVE_DEPTH, query_vector=qv)]
+                dense_order = dense.rank(query, RETRIEVE_DEPTH, query_vector=qv)
+                bm25_order = bm25.rank(query, RETRIEVE_DEPTH)
+                dense_ranking = [items[i] for i in dense_order]
                 ref = float(sum(it.tokens for it in dense_ranking[:10]))  # what dense's top 10 costs here
                 with read_session(rt.engine) as session:
                     memories, episodes = _hindsight_rankings(session, ns, query, qv, embedder, rt)
                 rankings = {
                     "dense_turns": dense_ranking,
-                    "bm25_turns": [items[i] for i in bm25.rank(query, RETRIEVE_DEPTH)],
+                    "bm25_turns": [items[i] for i in bm25_order],
+                    "hybrid_turns": [
+                        items[i] for i in reciprocal_rank_fusion([dense_order, bm25_order], RETRIEVE_DEPTH)
+                    ],
                     "hindsight": _interleave(memories, episodes) if use_episodes else memories,
                     "hindsight_memories": memories,
                     "hindsight_episodes": episodes,
@@ -285,11 +293,26 @@ def run_evidence(
         }
         for cat in cats
     }
+    metrics["vs_best_baseline"] = {
+        "all": _vs_best(metrics),
+        **{cat: _vs_best(by) for cat, by in metrics["by_category"].items()},
+    }
     metrics["conversations"] = len(conversations)
     metrics["tokenizer"] = tokenizer_name()
     metrics["episodes"] = use_episodes
     metrics.update(_backend_label(rt, list(namespaces.values())))
     return SuiteResult(metrics=metrics)
+
+
+def _vs_best(rows: dict[str, Any]) -> dict[str, float | None]:
+    """hindsight's evidence recall at each budget over the best raw-turn baseline's at that budget (None where
+    every baseline finds nothing)."""
+    out: dict[str, float | None] = {}
+    for b in RETRIEVAL_BUDGETS:
+        key = f"recall@{b}tok"
+        best = max(float(rows[s].get(key) or 0.0) for s in BASELINES)
+        out[key] = round(float(rows["hindsight"].get(key) or 0.0) / best, 3) if best else None
+    return out
 
 
 def _hindsight_rankings(
@@ -344,7 +367,7 @@ def run_madial(
         by_user[m.user_id].append(m)
     namespaces = {u: _ns("madial", f"user-{u}") for u in by_user}
     carried: dict[str, dict[uuid.UUID, list[str]]] = {}
-    rows: dict[str, list[dict[str, float]]] = {"hindsight": [], "dense": [], "bm25": []}
+    rows: dict[str, list[dict[str, float]]] = {"hindsight": [], "dense": [], "bm25": [], "hybrid": []}
     with _progress(console) as progress:
         task = progress.add_task("writing memories", total=len(memories))
         for user, mems in by_user.items():
@@ -371,20 +394,37 @@ def run_madial(
             )
             for u, mems in by_user.items()
         }
+        # What each memory costs in a prompt, rendered the same way for every system (date and text).
+        cost = {m.memory_id: count_tokens(render_memory(m.text, at=m.time)) for m in memories}
         task = progress.add_task("recalling", total=len(queries))
         for q in queries:
             query = q.query(mode)[-QUERY_CHARS:]
             user = q.user_id if q.user_id in indexes else next(iter(indexes))
             dense, bm25, ids = indexes[user]
             qv = embedder.embed([query])[0]
-            rows["dense"].append(rank_scores(q.relevant, [ids[i] for i in dense.rank(query, 10, query_vector=qv)]))
-            rows["bm25"].append(rank_scores(q.relevant, [ids[i] for i in bm25.rank(query, 10)]))
+            dense_order = dense.rank(query, RETRIEVE_DEPTH, query_vector=qv)
+            bm25_order = bm25.rank(query, RETRIEVE_DEPTH)
+            hybrid_order = reciprocal_rank_fusion([dense_order, bm25_order], RETRIEVE_DEPTH)
+            for name, order in (("dense", dense_order), ("bm25", bm25_order), ("hybrid", hybrid_order)):
+                ranked_ids = [ids[i] for i in order]
+                rows[name].append(rank_scores(q.relevant, ranked_ids, tokens=[cost[i] for i in ranked_ids]))
             with read_session(rt.engine) as session:
                 hits = store.retrieve(
-                    session, namespaces[user], query, embedder=embedder, settings=rt.settings, top_k=10, min_score=0.0
+                    session,
+                    namespaces[user],
+                    query,
+                    embedder=embedder,
+                    settings=rt.settings,
+                    top_k=RETRIEVE_DEPTH,
+                    min_score=0.0,
                 )
-            ranked = [mid for h in hits for mid in carried[user].get(h.memory.id, [])]
-            rows["hindsight"].append(rank_scores(q.relevant, ranked))
+            ranked = list(dict.fromkeys(mid for h in hits for mid in carried[user].get(h.memory.id, [])))
+            items = [
+                RankedItem(frozenset(carried[user].get(h.memory.id, [])), count_tokens(render_memory(
+                    h.memory.value, at=h.memory.last_verified_at)))
+                for h in hits
+            ]  # fmt: skip
+            rows["hindsight"].append(rank_scores(q.relevant, ranked) | budget_recall(q.relevant, items))
             progress.advance(task)
     metrics: dict[str, Any] = {"suite": "madial", "queries": len(queries), "memories": len(memories), "query": mode}
     for name, r in rows.items():

@@ -185,3 +185,26 @@ def test_rank_scores() -> None:
     assert row["recall@10"] == 1.0
     assert row["mrr"] == 0.5
     assert rank_scores(["a"], [])["mrr"] == 0.0
+
+
+def test_reciprocal_rank_fusion_rewards_agreement() -> None:
+    from hindsight.evaluation.baselines import reciprocal_rank_fusion
+
+    # 2 is second in both lists: 2/(60+2) beats 1/(60+1) for 0 (first in one, absent from the other).
+    assert reciprocal_rank_fusion([[0, 2, 3], [1, 2, 4]], depth=3)[0] == 2
+    assert reciprocal_rank_fusion([[0, 1], [0, 1]], depth=5) == [0, 1]
+    assert reciprocal_rank_fusion([[], []], depth=5) == []
+    assert len(reciprocal_rank_fusion([[0, 1, 2], [3, 4, 5]], depth=4)) == 4
+
+
+def test_recall_within_each_budget() -> None:
+    from hindsight.evaluation.scoring import budget_recall
+
+    items = [
+        RankedItem(frozenset({"a"}), 200),
+        RankedItem(frozenset({"b", "c"}), 250),  # one memory that merged two sources: credits both, costs once
+        RankedItem(frozenset({"d"}), 600),
+    ]
+    row = budget_recall(["a", "c", "d"], items)
+    assert row == {"recall@250tok": 1 / 3, "recall@500tok": 2 / 3, "recall@1000tok": 2 / 3, "recall@2000tok": 1.0}
+    assert rank_scores(["a"], ["a", "b"], tokens=[300, 10])["recall@250tok"] == 0.0

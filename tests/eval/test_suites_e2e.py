@@ -73,11 +73,13 @@ def test_redteam_suite(stack: Stack) -> None:
 def _check_retrieval(m: dict[str, Any], suite: str, questions: int) -> None:
     assert m["suite"] == suite
     assert m["questions"] == questions
-    for system in ("hindsight", "dense_turns", "bm25_turns"):
+    for system in ("hindsight", "dense_turns", "bm25_turns", "hybrid_turns"):
         row = m[system]
         assert set(row) == {
             "recall@5",
             "recall@10",
+            "recall@250tok",
+            "recall@500tok",
             "recall@1000tok",
             "recall@2000tok",
             "recall@half_dense_tok",
@@ -87,6 +89,12 @@ def _check_retrieval(m: dict[str, Any], suite: str, questions: int) -> None:
     # every raw turn fits in the top 10 of a tiny history: the baselines must cover every question
     assert m["dense_turns"]["recall@10"] == 1.0
     assert m["bm25_turns"]["recall@10"] == 1.0
+    assert m["hybrid_turns"]["recall@10"] == 1.0
+    for budget in ("recall@250tok", "recall@500tok", "recall@1000tok"):
+        assert m["hybrid_turns"][budget] <= m["hybrid_turns"]["recall@2000tok"]
+        best = max(m[s][budget] for s in ("dense_turns", "bm25_turns", "hybrid_turns"))
+        ratio = m["vs_best_baseline"]["all"][budget]
+        assert ratio is None if best == 0 else abs(ratio - m["hindsight"][budget] / best) < 1e-3
     assert m["hindsight"]["tokens@10"] > 0
     assert 0.0 <= m["hindsight"]["recall@half_dense_tok"] <= m["hindsight"]["recall@2000tok"]
     assert m["hindsight"]["recall@10"] > 0.0  # provenance of recalled memories names evidence turns
@@ -122,9 +130,11 @@ def test_madial_suite(stack: Stack) -> None:
     m = last_json(out)
     assert m["suite"] == "madial"
     assert m["queries"] == 2
-    for system in ("hindsight", "dense", "bm25"):
+    for system in ("hindsight", "dense", "bm25", "hybrid"):
         assert m[system]["recall@10"] == 1.0  # four memories: all are in the top 10
         assert 0.0 < m[system]["mrr"] <= 1.0
+        assert m[system]["recall@2000tok"] == 1.0  # four short memories fit in 2,000 tokens
+        assert m[system]["recall@250tok"] <= m[system]["recall@500tok"] <= m[system]["recall@2000tok"]
 
 
 def _eval_rows(engine: sa.Engine) -> int:
