@@ -250,9 +250,13 @@ def _decide(fact: CandidateFact, emb: list[float], pool: list[_Mem], threshold: 
     meeting = [m for m in candidates if _slots_meet(m, fact)] if fact.supersedes_previous and not untrusted else []
     if meeting:
         # A change whose key is another slot of the same thing (the classifier filed it under its runner-up, or
-        # the old memory was): compared as if the keys were the same, so the old value can still be retired.
+        # the old memory was) may still retire the old value, as if the keys were the same. Only that: a runner-up
+        # is a second reading, so nothing is merged into or conflicts with the other slot's memory, and a change
+        # that names no old value is not taken as replacing that slot's only one.
         target = max(meeting, key=lambda m: _similarity(fact, emb, m))
-        return _same_key_decision(fact, emb, target, threshold, sole=len(meeting) == 1)
+        op = _same_key_decision(fact, emb, target, threshold, sole=False)
+        if op.action == "supersede":
+            return op
 
     ranked = sorted(((_similarity(fact, emb, m), m) for m in candidates), key=lambda p: -p[0])
     for sim, mem in ranked:

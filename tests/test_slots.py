@@ -134,6 +134,13 @@ def test_a_change_filed_under_another_slot_of_the_same_thing_still_retires_the_o
     calm.fact.also_slots = ["city"]
     [op] = reconcile([calm], [york], dedupe_threshold=0.9)
     assert op.action == "insert"
+    # A change that names nothing of a many-valued memory of the other slot leaves it alone ("switched to a
+    # standing desk", runner-up habit, beside "runs every morning").
+    runs = _existing("user.habit", "User runs every morning")
+    desk = _fact("user.possession", "User switched to a standing desk", change=True)
+    desk.fact.also_slots = ["habit"]
+    [op] = reconcile([desk], [runs], dedupe_threshold=0.9)
+    assert op.action == "insert"
     # Nor is one of another subject, or of an unrelated slot.
     sister = _existing("sister.city", "User's sister lives in York")
     [op] = reconcile([change], [sister, _existing("user.pet", "User has a cat")], dedupe_threshold=0.9)
