@@ -19,7 +19,7 @@ from functools import lru_cache
 from pipeline import extract_lexicon as lx
 from pipeline.secrets import MARKER_RE, describe_secret, redact_secrets
 from pipeline.slot_model import SlotJudge, default_judge
-from pipeline.slots import BY_NAME, key_slot
+from pipeline.slots import BY_NAME, key_slot, label_slots
 from pipeline.text import (
     Lang,
     content_tokens,
@@ -741,9 +741,14 @@ _LABEL_RE = re.compile(r"^(?:[A-Za-z][\w+#.\-]*(?: [A-Za-z][\w+#.\-]*){0,3}|[\u4
 
 def _labelled_value(label: str, value: str, ctx: _Context) -> str | None:
     """A pasted "label: value" line as the speaker's statement ("Stack: Next.js" → "my stack is Next.js",
-    "上线时间：三月中旬" → "我的上线时间是三月中旬"), when the label is a short noun phrase of no one in particular,
-    the value has no subject of its own, and the classifier finds the statement a fact; else None."""
-    if not _LABEL_RE.match(label) or _FIRST_PERSON_RE.search(label + " " + value) or _SECOND_PERSON_RE.search(label):
+    "上线时间：三月中旬" → "我的上线时间是三月中旬"), when the label is a short noun phrase that names a slot of the
+    registry, the value has no subject of its own, and the classifier finds the statement a fact; else None."""
+    if (
+        not _LABEL_RE.match(label)
+        or not label_slots(label)  # "Output: 42", "Step 1: install node": no field of anyone's profile
+        or _FIRST_PERSON_RE.search(label + " " + value)
+        or _SECOND_PERSON_RE.search(label)
+    ):
         return None
     said = f"我的{label}是{value}" if has_cjk(label) else f"my {label.lower()} is {value}"
     return said if _match_attribute(said, ctx.judge) is not None else None

@@ -416,6 +416,21 @@ def slot_of(attribute: str) -> Slot | None:
     return None
 
 
+@lru_cache(maxsize=4096)
+def label_slots(label: str) -> frozenset[str]:
+    """The slots a field label names ("Tech stack", "Due date", "数据库", "上线时间"): by the slot's name or an alias
+    (as `slot_of` reads a key), by one of its English topic words, or, in Chinese, by containing one of its Chinese
+    topic words. A label that names no slot ("Output", "Step 1", "报错") is no field of a profile."""
+    words = re.findall(r"[a-z][a-z_]*", label.lower())
+    found = {s.name for s in [slot_of("_".join(words))] if s is not None} if words else set()
+    for slot in SLOTS:
+        if any(w in slot.en or w in slot.aliases for w in words) or any(
+            len(w) >= 2 and not w.isascii() and w in label for w in slot.zh
+        ):
+            found.add(slot.name)
+    return frozenset(found)
+
+
 def key_slot(key: str) -> Slot | None:
     """The slot of a whole key (`user.home_city` → city, `person:maya.hobby` → hobby)."""
     _, _, attribute = key.partition(".")

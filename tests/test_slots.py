@@ -298,3 +298,11 @@ def test_the_classifier_reads_we_as_i() -> None:
     assert canonical_clause("We have two kids.") == canonical_clause("I have two kids")
     assert canonical_clause("我们养了一只猫") == canonical_clause("我养了一只猫")
     assert canonical_clause("We moved to the US") == "i moved to the us"  # "us" is also the US
+
+
+def test_a_field_label_names_the_slots_of_its_words() -> None:
+    assert slots.label_slots("Tech stack") == {"stack"}
+    assert "deadline" in slots.label_slots("Due date")
+    assert slots.label_slots("数据库") == {"database"}
+    assert "deadline" in slots.label_slots("上线时间")
+    assert slots.label_slots("Output") == slots.label_slots("Step 1") == slots.label_slots("报错") == frozenset()

@@ -734,3 +734,6 @@ def test_a_labelled_line_says_what_its_value_is_of() -> None:
     [city] = _find(extract_facts(_transcript(("user", "Quick update: I moved to Bristol."))), "Bristol")
     assert city.value == "User moved to Bristol"
     assert not _active(extract_facts(_transcript(("user", "Note: the wifi is slow today."))))
+    # A label that names no slot of the registry is no field of a profile.
+    assert not _active(extract_facts(_transcript(("user", "Output: 42"))))
+    assert not _active(extract_facts(_transcript(("user", "Step 1: install node"))))
