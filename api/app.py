@@ -31,9 +31,9 @@ from hindsight.logging import configure_logging
 from hindsight.services import erase as erase_service
 from hindsight.services import memories as memory_service
 from hindsight.services import memory_ops
-from hindsight.services.context import ContextBlock, render_context
+from hindsight.services.context import ContextBlock, assemble_context
 from hindsight.services.ingest import publish_transcripts
-from hindsight.services.recall import MAX_QUERY_CHARS, MAX_TOP_K, recall, recall_episodes, validate_query
+from hindsight.services.recall import MAX_QUERY_CHARS, MAX_TOP_K, recall, recall_episodes, recall_rounds
 from hindsight.services.sessions import SessionStore, session_store
 from pipeline.base import Embedder
 from schemas.events import (
@@ -62,7 +62,7 @@ from schemas.memories import (
     WriteResult,
 )
 from schemas.pipeline import MemoryKind
-from schemas.recall import EpisodeRecallResult, RecallResult
+from schemas.recall import EpisodeRecallResult, RecallResult, RoundRecallResult
 
 log = structlog.get_logger(__name__)
 
@@ -397,23 +397,38 @@ def _routes(app: FastAPI) -> None:
         episodes: Annotated[
             bool, Query(description="Also summaries of earlier conversations, after the memories.")
         ] = True,
+        rounds: Annotated[
+            bool, Query(description="Also turns of earlier conversations (a user turn and the start of its reply).")
+        ] = True,
     ) -> ContextBlock:
-        """The best memories for `q` (and, unless `episodes=false`, the most relevant earlier conversations) as
-        a block for the end of a system prompt, within `budget_tokens` (counted with `model`'s tokenizer;
-        default llm.model)."""
-        embedder, retrieval = _embedder(state), state.settings.retrieval
-        vector = embedder.embed([validate_query(q)])[0]  # once, for both searches
-        k = top_k or max(retrieval.top_k, 10)
-        result = recall(session, namespace, q, embedder=embedder, settings=retrieval, top_k=k, query_vector=vector)
-        found = (
-            recall_episodes(
-                session, namespace, q, embedder=embedder, settings=retrieval, top_k=k, query_vector=vector
-            ).hits
-            if episodes
-            else None
+        """The best memories for `q` (and, unless turned off, the most relevant earlier conversations and
+        turns) as a block for the end of a system prompt, within `budget_tokens` (counted with `model`'s
+        tokenizer; default llm.model)."""
+        return assemble_context(
+            session,
+            namespace,
+            q,
+            embedder=_embedder(state),
+            settings=state.settings.retrieval,
+            budget_tokens=budget_tokens,
+            model=model or state.settings.llm.model,
+            top_k=top_k,
+            episodes=episodes,
+            rounds=rounds,
         )
-        return render_context(
-            result.hits, budget_tokens=budget_tokens, model=model or state.settings.llm.model, episodes=found
+
+    @app.get("/v1/namespaces/{namespace}/rounds/search", response_model=RoundRecallResult, tags=["memories"])
+    def search_rounds(
+        namespace: NamespacePath,
+        state: StateDep,
+        session: ReadDep,
+        q: Annotated[str, Query(min_length=1, max_length=MAX_QUERY_CHARS)],
+        top_k: Annotated[int | None, Query(ge=1, le=MAX_TOP_K)] = None,
+    ) -> RoundRecallResult:
+        """Rounds (a user turn of an earlier conversation and the start of the reply) that best match `q` by
+        meaning and keywords, including the facts distilled from them, best first: what was said in passing."""
+        return recall_rounds(
+            session, namespace, q, embedder=_embedder(state), settings=state.settings.retrieval, top_k=top_k
         )
 
     @app.get("/v1/namespaces/{namespace}/episodes/search", response_model=EpisodeRecallResult, tags=["memories"])

@@ -40,13 +40,13 @@ from hindsight.errors import HindsightError, NotFound
 from hindsight.services import erase as erase_service
 from hindsight.services import memories as memory_service
 from hindsight.services import memory_ops
-from hindsight.services.recall import MAX_QUERY_CHARS, MAX_TOP_K, recall_episodes
+from hindsight.services.recall import MAX_QUERY_CHARS, MAX_TOP_K, recall_episodes, recall_rounds
 from hindsight.services.recall import recall as recall_service
 from pipeline.base import Embedder
 from schemas.events import NAMESPACE_PATTERN
 from schemas.memories import KEY_PATTERN, EraseResult, MemoryRead, MemoryWrite, RememberResult, WriteResult
 from schemas.pipeline import MemoryKind, Source
-from schemas.recall import EpisodeRecallResult, RecallResult
+from schemas.recall import EpisodeRecallResult, RecallResult, RoundRecallResult
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -267,6 +267,27 @@ def _register(server: MCPServer[McpState]) -> None:
                 return recall_episodes(
                     session, ns, query, embedder=st.embedder, settings=st.settings.retrieval, top_k=top_k
                 )
+
+        return await _call(run)
+
+    @server.tool(
+        name="round_search",
+        description=(
+            "Search what the user said in earlier conversations, turn by turn (each hit is one user turn with "
+            "the start of the reply, and is also found by the facts distilled from it). USE for a detail said "
+            'in passing: "what did I say the venue was", "which book did I mention". DO NOT use it for stable '
+            "facts about the user (use memory_search) or for whole past conversations (use episode_search)."
+        ),
+    )
+    async def round_search(
+        query: QueryArg, ctx: Context, namespace: NamespaceArg = None, top_k: TopKArg = None
+    ) -> RoundRecallResult:
+        ns, _ = _resolve(ctx, namespace)
+        st = _state(ctx)
+
+        def run() -> RoundRecallResult:
+            with read_session(st.engine) as session:
+                return recall_rounds(session, ns, query, embedder=st.embedder, settings=st.settings.retrieval, top_k=top_k)
 
         return await _call(run)
 

@@ -307,6 +307,20 @@ def reindex(
     typer.echo(json.dumps({"rebuilt": report.rebuilt, "batches": report.batches, "vocab": SEARCH_VOCAB}))
 
 
+@app.command("backfill-rounds")
+def backfill_rounds(
+    batch_size: Annotated[int, typer.Option(help="Transcripts per transaction.")] = 50,
+) -> None:
+    """Build the rounds (user turns kept as retrievable units) of transcripts distilled before they existed."""
+    from hindsight.db.engine import get_engine
+    from hindsight.embeddings import build_embedder
+    from hindsight.services.rounds import backfill_rounds as backfill
+
+    settings = get_settings()
+    report = backfill(get_engine(settings), build_embedder(settings.embedding), batch_size=batch_size)
+    typer.echo(json.dumps({"transcripts": report.transcripts, "rounds": report.rounds, "batches": report.batches}))
+
+
 @app.command()
 def erase(
     namespace: Annotated[str, typer.Argument()],

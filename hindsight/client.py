@@ -58,6 +58,11 @@ class Hit:
         return cls._from(hit, "episode", "summary")
 
     @classmethod
+    def from_round(cls, hit: dict[str, Any]) -> Hit:
+        """A round hit of /rounds/search."""
+        return cls._from(hit, "round", "text")
+
+    @classmethod
     def _from(cls, hit: dict[str, Any], item: str, text: str) -> Hit:
         found = hit[item]
         meta = {k: v for k, v in found.items() if k not in ("id", text)}
@@ -191,6 +196,16 @@ class MemoryClient:
         result = self._request("GET", f"/v1/namespaces/{self._ns(namespace)}/episodes/search", params=params)
         return [Hit.from_episode(h) for h in result["hits"]]
 
+    def recall_rounds(self, query: str, *, namespace: str | None = None, top_k: int | None = None) -> list[Hit]:
+        """Turns of earlier conversations (a user turn and the start of its reply) that best match `query`,
+        best first (`.content` is the round's text; `.metadata` has occurred_at, turn_ids, transcript_id, seq,
+        vector, keyword, cosine, age_days)."""
+        params: dict[str, Any] = {"q": query}
+        if top_k is not None:
+            params["top_k"] = top_k
+        result = self._request("GET", f"/v1/namespaces/{self._ns(namespace)}/rounds/search", params=params)
+        return [Hit.from_round(h) for h in result["hits"]]
+
     def context(
         self,
         query: str,
@@ -199,10 +214,12 @@ class MemoryClient:
         model: str | None = None,
         namespace: str | None = None,
         episodes: bool = True,
+        rounds: bool = True,
     ) -> dict[str, Any]:
         """A memory block for the end of a system prompt (`text`, `tokens`, `memory_ids`, `episode_ids`,
-        `truncated`); `episodes=False` leaves out the summaries of earlier conversations."""
-        params: dict[str, Any] = {"q": query, "budget_tokens": budget_tokens, "episodes": episodes}
+        `round_ids`, `truncated`); `episodes=False` leaves out the summaries of earlier conversations,
+        `rounds=False` their turns."""
+        params: dict[str, Any] = {"q": query, "budget_tokens": budget_tokens, "episodes": episodes, "rounds": rounds}
         if model:
             params["model"] = model
         return self._request("GET", f"/v1/namespaces/{self._ns(namespace)}/context", params=params)  # type: ignore[no-any-return]

@@ -110,6 +110,22 @@ class EpisodeRead(BaseModel):
     created_at: datetime
 
 
+
+class RoundRead(BaseModel):
+    """One user turn of an earlier conversation with the start of the turn that answered it."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: uuid.UUID
+    transcript_id: uuid.UUID
+    seq: int
+    """The user turn's position in its transcript."""
+    turn_ids: list[str]
+    text: str
+    """`speaker: text` per turn, the reply cut to its first 200 characters."""
+    occurred_at: datetime
+    created_at: datetime
+
 # -- privileged writes, forget / verify / erase, working memory ---------------------------------------------
 
 KEY_PATTERN = r"^[^\s\x00]{1,256}$"
@@ -210,6 +226,8 @@ class EraseResult(BaseModel):
     transcripts_erased: int = 0
     """Transcripts deleted whole (transcript and namespace erase); their episodes go with them."""
     episodes_erased: int = 0
+    rounds_erased: int = 0
+    """Rounds deleted: those of erased transcripts, and those that showed a redacted turn or mentioned the erased."""
     sessions_scrubbed: int = 0
     """Working-memory turns redacted, or (namespace erase) sessions dropped."""
 

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from schemas.memories import EpisodeRead, MemoryRead, ProvenanceRead
+from schemas.memories import EpisodeRead, MemoryRead, ProvenanceRead, RoundRead
 
 
 class ScoreParts(BaseModel):
@@ -64,3 +64,25 @@ class EpisodeHit(BaseModel):
 class EpisodeRecallResult(BaseModel):
     query: str
     hits: list[EpisodeHit]
+
+
+class RoundHit(BaseModel):
+    """A round (a user turn and the start of its reply) near the query, scored as episodes are."""
+
+    round: RoundRead
+    score: float = Field(ge=0.0, le=1.0)
+    vector: float = Field(0.0, ge=0.0, le=1.0)
+    keyword: float = Field(0.0, ge=0.0, le=1.0)
+    """Share of the query's informative terms (IDF-weighted) in the round's turns or in the facts taken from them."""
+    cosine: float
+    age_days: float
+    """Days since the conversation took place (at the time of the query)."""
+
+    @property
+    def content(self) -> str:
+        return self.round.text
+
+
+class RoundRecallResult(BaseModel):
+    query: str
+    hits: list[RoundHit]

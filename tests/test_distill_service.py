@@ -56,6 +56,31 @@ def test_running_twice_changes_nothing_the_second_time(clients, engine, namespac
     assert _rows(engine, namespace) == before
     with engine.connect() as conn:
         assert conn.execute(sa.text("SELECT count(*) FROM episodes WHERE transcript_id=:t"), {"t": tid}).scalar() == 1
+        assert conn.execute(sa.text("SELECT count(*) FROM rounds WHERE transcript_id=:t"), {"t": tid}).scalar() == 1
+
+
+def test_a_round_is_found_by_the_facts_taken_from_it(clients, engine, namespace) -> None:  # type: ignore[no-untyped-def]
+    """Key expansion: the round's full-text key holds the values distilled from its turns, its text does not."""
+    from hindsight.config import RetrievalSettings
+    from hindsight.db.engine import read_session
+    from hindsight.services.recall import recall_rounds
+
+    tid = _accept(namespace, "Honestly the commute is brutal since I moved to Bristol in spring.")
+    distill_transcript(tid, clients=clients, engine=engine)
+    with engine.connect() as conn:
+        value = conn.execute(sa.text("SELECT value FROM memories WHERE namespace=:n"), {"n": namespace}).scalar_one()
+        text, search = conn.execute(
+            sa.text("SELECT text, search_text FROM rounds WHERE transcript_id=:t"), {"t": tid}
+        ).one()
+    assert text == "user: Honestly the commute is brutal since I moved to Bristol in spring."
+    assert value not in text
+    assert set(value.lower().split()) <= set(search.split())
+    with read_session(engine) as session:
+        hits = recall_rounds(
+            session, namespace, "Bristol", embedder=clients.embedder, settings=RetrievalSettings(), top_k=3
+        ).hits
+    assert [h.round.transcript_id for h in hits] == [tid]
+    assert hits[0].keyword == 1.0
 
 
 def test_an_older_transcript_distilled_late_does_not_override_newer_knowledge(clients, engine, namespace) -> None:  # type: ignore[no-untyped-def]
@@ -122,3 +147,22 @@ def test_a_second_slot_the_value_fills_is_stored_and_searchable(clients, engine,
     words = set(search.split())
     for slot in also:
         assert {w for w in topic_words(f"user.{slot}") if w.isascii()} <= words
+
+
+def test_backfill_builds_the_rounds_an_older_release_did_not_write(clients, engine, namespace) -> None:  # type: ignore[no-untyped-def]
+    from hindsight.services.rounds import backfill_rounds
+
+    tid = _accept(namespace, "I have been learning the cello for two years now.")
+    distill_transcript(tid, clients=clients, engine=engine)
+    count = sa.text("SELECT count(*) FROM rounds WHERE transcript_id=:t")
+    with engine.begin() as conn:
+        before = conn.execute(sa.text("SELECT text, search_text FROM rounds WHERE transcript_id=:t"), {"t": tid}).one()
+        conn.execute(sa.text("DELETE FROM rounds WHERE transcript_id=:t"), {"t": tid})  # as before migration 0010
+    report = backfill_rounds(engine, clients.embedder, batch_size=2)
+    assert report.rounds >= 1
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT text, search_text FROM rounds WHERE transcript_id=:t"), {"t": tid}).one() == before
+        assert conn.execute(count, {"t": tid}).scalar() == 1
+    backfill_rounds(engine, clients.embedder)  # twice: nothing more
+    with engine.connect() as conn:
+        assert conn.execute(count, {"t": tid}).scalar() == 1

@@ -18,6 +18,7 @@ from sqlalchemy import (
     MetaData,
     String,
     Text,
+    UniqueConstraint,
     func,
     text,
 )
@@ -82,6 +83,29 @@ class EpisodeRow(Base):
     """Summary and entities segmented for full-text search (hindsight.textsearch.episode_search_text)."""
     content_tsv: Mapped[Any] = mapped_column(TSVECTOR, Computed("to_tsvector('simple', search_text)", persisted=True))
     backend: Mapped[str] = mapped_column(String(128))
+    occurred_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class RoundRow(Base):
+    """One user turn of a distilled transcript with the start of the turn that answered it
+    (pipeline.rounds): a retrievable unit keyed by its text and by the facts distilled from it."""
+
+    __tablename__ = "rounds"
+    __table_args__ = (UniqueConstraint("transcript_id", "seq"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True, default=_uuid)
+    namespace: Mapped[str] = mapped_column(String(128), index=True)
+    transcript_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("transcripts.id", ondelete="CASCADE"), index=True)
+    seq: Mapped[int] = mapped_column(Integer)
+    """The user turn's position in the transcript."""
+    turn_ids: Mapped[list[str]] = mapped_column(JSONB, default=list)
+    text: Mapped[str] = mapped_column(Text)
+    """What a reader is shown (the reply cut short)."""
+    embedding: Mapped[list[float]] = mapped_column(Vector())
+    search_text: Mapped[str] = mapped_column(Text, default="")
+    """Both turns whole and the values of the facts distilled from them, segmented for full-text search."""
+    content_tsv: Mapped[Any] = mapped_column(TSVECTOR, Computed("to_tsvector('simple', search_text)", persisted=True))
     occurred_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 

@@ -143,7 +143,8 @@ def choose_plan(
 def _keyword_side(
     terms: Sequence[tuple[str, float, bool]], params: dict[str, Any], table: str, tie_break: str
 ) -> tuple[str, str, str]:
-    """The keyword half of a hybrid statement over `table` (aliased m for memories, e for episodes): the
+    """The keyword half of a hybrid statement over `table` (aliased m for memories, e for episodes, r for
+    rounds): the
     expression of a row's keyword value, the CTE `k` of the best matches (empty when no term seeks), and the
     union of candidate ids. Adds the terms' parameters to `params`.
 
@@ -151,7 +152,7 @@ def _keyword_side(
     weights of the terms its text contains; only terms with `seek` set propose candidates. Each term is
     parsed by PostgreSQL exactly as the row's text was, so `node.js` or `c++` match as they were indexed;
     English words match as prefixes (hindsight.textsearch.tsquery_term)."""
-    alias = {"memories": "m", "episodes": "e"}[table]
+    alias = {"memories": "m", "episodes": "e", "rounds": "r"}[table]
     matches, seeking = [], []
     for i, (term, weight, seek) in enumerate(terms):
         tsq_text, prefix = tsquery_term(term)
@@ -200,7 +201,7 @@ class RecallRepository:
 
     def _sizes_of(self, table: str, namespace: str) -> tuple[int, int]:
         """(rows of `namespace` in `table`, rows in `table`), cached for a minute. `table` is ours, never input."""
-        assert table in ("memories", "episodes")
+        assert table in ("memories", "episodes", "rounds")
         key = (self._db_key(), table, namespace)
         cached = _sizes.get(key)
         if cached is None:
@@ -224,7 +225,7 @@ class RecallRepository:
         nothing to cache or refresh. A prefix term (textsearch.tsquery_term, `'live':*`) sums the counts of
         the lexemes it covers, one index range; any other term is parsed as the row's text was and counts at
         most the rows holding its rarest lexeme (`qx-48213` is indexed as itself, `qx` and `48213`)."""
-        assert table in ("memories", "episodes")
+        assert table in ("memories", "episodes", "rounds")
         stems: list[str | None] = []
         bounds: list[str | None] = []
         for term in terms:
@@ -295,21 +296,55 @@ class RecallRepository:
         in one statement (EpisodeRead columns, `cosine` and `keyword`, as `candidates` does for memories). The
         vector side uses the same namespace-aware plan as memories (ix_episodes_embedding_hnsw). Erased
         episodes (no embedding, no text) are left out; an exact scan sorts their NULL distances last."""
-        ns_rows, total = self.episode_sizes(namespace)
+        cols = "e.id, e.transcript_id, e.summary, e.entities, e.turn_ids, e.backend, e.occurred_at, e.created_at"
+        return self._unit_candidates(
+            "episodes", cols, namespace, embedding, terms, limit=limit, exact_max_rows=exact_max_rows, max_ef=max_ef
+        )
+
+    def round_candidates(
+        self,
+        namespace: str,
+        embedding: Sequence[float],
+        terms: Sequence[tuple[str, float, bool]],
+        *,
+        limit: int,
+        exact_max_rows: int,
+        max_ef: int,
+    ) -> list[dict[str, Any]]:
+        """As `episode_candidates`, over the namespace's rounds (RoundRead columns, ix_rounds_embedding_hnsw)."""
+        cols = "r.id, r.transcript_id, r.seq, r.turn_ids, r.text, r.occurred_at, r.created_at"
+        return self._unit_candidates(
+            "rounds", cols, namespace, embedding, terms, limit=limit, exact_max_rows=exact_max_rows, max_ef=max_ef
+        )
+
+    def _unit_candidates(
+        self,
+        table: str,
+        cols: str,
+        namespace: str,
+        embedding: Sequence[float],
+        terms: Sequence[tuple[str, float, bool]],
+        *,
+        limit: int,
+        exact_max_rows: int,
+        max_ef: int,
+    ) -> list[dict[str, Any]]:
+        """The hybrid candidates of an episode-like table (no states): nearest plus best keyword matches."""
+        alias = {"episodes": "e", "rounds": "r"}[table]
+        ns_rows, total = self._sizes_of(table, namespace)
         plan = choose_plan(
             ns_rows, total, want=limit, exact_max_rows=exact_max_rows, max_ef=max_ef, iterative=self._iterative()
         )
         params: dict[str, Any] = {"ns": namespace, "qv": _vec(embedding), "n": limit, "ef": plan.ef_search}
-        kw_expr, keyword_cte, union = _keyword_side(terms, params, "episodes", "e.occurred_at DESC")
-        cols = "e.id, e.transcript_id, e.summary, e.entities, e.turn_ids, e.backend, e.occurred_at, e.created_at"
+        kw_expr, keyword_cte, union = _keyword_side(terms, params, table, f"{alias}.occurred_at DESC")
         sql = f"""
             WITH {keyword_cte}
-            v AS ({self._vector_ids(plan, "episodes", by_state=False)})
+            v AS ({self._vector_ids(plan, table, by_state=False)})
             SELECT {cols},
-                   1 - (e.embedding <=> CAST(:qv AS vector)) AS cosine,
+                   1 - ({alias}.embedding <=> CAST(:qv AS vector)) AS cosine,
                    {kw_expr} AS keyword
-            FROM episodes e
-            WHERE e.id IN ({union}) AND e.embedding IS NOT NULL"""
+            FROM {table} {alias}
+            WHERE {alias}.id IN ({union}) AND {alias}.embedding IS NOT NULL"""
         return [dict(r) for r in self.session.execute(text(sql), params).mappings()]
 
     def _set_search(self, plan: VectorPlan) -> None:

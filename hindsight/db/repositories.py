@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Float, String, case, cast, delete, func, literal, or_, select, text, update
+from sqlalchemy.dialects.postgresql import array as pg_array
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.orm import Session
 
@@ -17,6 +18,7 @@ from hindsight.db.models import (
     AuditRow,
     ConflictRow,
     EpisodeRow,
+    RoundRow,
     MemoryRow,
     ProvenanceRow,
     TranscriptRow,
@@ -207,6 +209,55 @@ class EpisodeRepository:
         stmt = select(func.count()).where(
             EpisodeRow.namespace == namespace, EpisodeRow.transcript_id.in_(list(transcript_ids))
         )
+        return int(self.session.execute(stmt).scalar_one())
+
+
+@dataclass
+class RoundRepository:
+    """Rounds (pipeline.rounds): written with their transcript's distillation, erased with their turns."""
+
+    session: Session
+
+    def add_all(self, rows: Sequence[RoundRow]) -> None:
+        self.session.add_all(list(rows))
+
+    def exists_for(self, transcript_id: uuid.UUID) -> bool:
+        return self.session.execute(select(RoundRow.id).where(RoundRow.transcript_id == transcript_id)).first() is not None
+
+    def delete_covering(self, namespace: str, turns: dict[uuid.UUID, set[str]]) -> int:
+        """Erase support: delete the rounds of `namespace` that show one of `turns` (transcript id -> turn ids);
+        returns how many."""
+        gone = 0
+        for tid, ids in turns.items():
+            if not ids:
+                continue
+            result = self.session.execute(
+                delete(RoundRow).where(
+                    RoundRow.namespace == namespace,
+                    RoundRow.transcript_id == tid,
+                    RoundRow.turn_ids.has_any(pg_array(sorted(ids))),
+                )
+            )
+            gone += int(result.rowcount or 0)  # type: ignore[attr-defined]
+        return gone
+
+    def delete_mentioning(self, namespace: str, lowered: Sequence[str]) -> int:
+        """Erase support: delete the rounds of `namespace` whose text or search key contains one of `lowered`
+        (lower-case); returns how many."""
+        if not lowered:
+            return 0
+        text_of = func.lower(RoundRow.text + " " + RoundRow.search_text)
+        result = self.session.execute(
+            delete(RoundRow).where(
+                RoundRow.namespace == namespace, or_(*[func.strpos(text_of, n) > 0 for n in lowered])
+            )
+        )
+        return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+    def count_for_transcripts(self, namespace: str, transcript_ids: Sequence[uuid.UUID]) -> int:
+        if not transcript_ids:
+            return 0
+        stmt = select(func.count()).where(RoundRow.namespace == namespace, RoundRow.transcript_id.in_(list(transcript_ids)))
         return int(self.session.execute(stmt).scalar_one())
 
 

@@ -57,6 +57,11 @@ def render_episode(summary: str, *, at: datetime | None) -> str:
     return f"- (episode {_date(at)}) {summary}"
 
 
+def render_round(text: str, *, at: datetime | None) -> str:
+    """A round as the context block shows it: its date, then its turns on one line."""
+    return f"- ({_date(at)}) " + " | ".join(text.splitlines())
+
+
 def render_turn(text: str, *, speaker: str, at: datetime | None) -> str:
     """A raw turn as a baseline would inject it: date, speaker and text."""
     return f"- ({_date(at)}) {speaker}: {text}"

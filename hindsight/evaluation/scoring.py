@@ -236,6 +236,7 @@ class RankedItem:
 
     turn_ids: frozenset[str]
     tokens: int
+    score: float = 0.0
 
 
 def covered(evidence: Iterable[str], items: Sequence[RankedItem]) -> bool:

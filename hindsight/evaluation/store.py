@@ -202,6 +202,14 @@ class EpisodeHit:
     score: float
 
 
+@dataclass
+class RoundHit:
+    text: str
+    occurred_at: datetime
+    turn_ids: frozenset[str]
+    score: float
+
+
 def episode_search(
     session: object, namespace: str, query: str, vector: list[float], k: int, *, embedder: Embedder, settings: Settings
 ) -> list[EpisodeHit]:
@@ -215,3 +223,15 @@ def episode_search(
         EpisodeHit(h.episode.summary, h.episode.occurred_at, frozenset(h.episode.turn_ids), h.score)
         for h in result.hits
     ]
+
+
+def round_search(
+    session: object, namespace: str, query: str, vector: list[float], k: int, *, embedder: Embedder, settings: Settings
+) -> list[RoundHit]:
+    """Rounds (a user turn and the start of its reply) that best match the query, as /rounds/search returns them."""
+    from hindsight.services.recall import recall_rounds
+
+    result = recall_rounds(
+        session, namespace, query, embedder=embedder, settings=settings.retrieval, top_k=k, query_vector=vector
+    )
+    return [RoundHit(h.round.text, h.round.occurred_at, frozenset(h.round.turn_ids), h.score) for h in result.hits]

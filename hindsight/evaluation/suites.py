@@ -21,8 +21,16 @@ from hindsight.embeddings import cached_embedder
 from hindsight.evaluation import store
 from hindsight.evaluation.baselines import BM25Index, DenseIndex, reciprocal_rank_fusion
 from hindsight.evaluation.data import Case, CaseFile, Conversation, MadialMemory, MadialQuery
-from hindsight.evaluation.render import count_tokens, render_episode, render_memory, render_turn, tokenizer_name
+from hindsight.evaluation.render import (
+    count_tokens,
+    render_episode,
+    render_memory,
+    render_round,
+    render_turn,
+    tokenizer_name,
+)
 from hindsight.evaluation.runtime import Runtime
+from hindsight.services.context import assembly_order, evidence_stream
 from hindsight.evaluation.scoring import (
     CaseScore,
     QueryRun,
@@ -212,8 +220,8 @@ def _case_event(case: Case, conv: Any, namespace: str, now: datetime) -> Transcr
 
 SYSTEMS = ("hindsight", "dense_turns", "bm25_turns", "hybrid_turns")
 BASELINES = ("dense_turns", "bm25_turns", "hybrid_turns")
-VARIANTS = ("hindsight_memories", "hindsight_episodes")
-"""Extra rows: memories alone and episode summaries alone, from the same recalls."""
+VARIANTS = ("hindsight_memories", "hindsight_episodes", "hindsight_rounds")
+"""Extra rows: memories alone, episode summaries alone and rounds alone, from the same recalls."""
 
 
 def run_evidence(
@@ -268,16 +276,18 @@ def run_evidence(
                 dense_ranking = [items[i] for i in dense_order]
                 ref = float(sum(it.tokens for it in dense_ranking[:10]))  # what dense's top 10 costs here
                 with read_session(rt.engine) as session:
-                    memories, episodes = _hindsight_rankings(session, ns, query, qv, embedder, rt)
+                    memories, episodes, rounds = _hindsight_rankings(session, ns, query, qv, embedder, rt)
                 rankings = {
                     "dense_turns": dense_ranking,
                     "bm25_turns": [items[i] for i in bm25_order],
                     "hybrid_turns": [
                         items[i] for i in reciprocal_rank_fusion([dense_order, bm25_order], RETRIEVE_DEPTH)
                     ],
-                    "hindsight": _interleave(memories, episodes) if use_episodes else memories,
+                    # As /context assembles them (services/context.py), before its budget.
+                    "hindsight": assembly_order(memories, evidence_stream(rounds, episodes) if use_episodes else [], _turns),
                     "hindsight_memories": memories,
                     "hindsight_episodes": episodes,
+                    "hindsight_rounds": rounds,
                 }
                 for system, ranking in rankings.items():
                     rows[system].append((q.category, evidence_scores(q.evidence, ranking, dense_tokens=ref)))
@@ -315,38 +325,31 @@ def _vs_best(rows: dict[str, Any]) -> dict[str, float | None]:
     return out
 
 
+def _turns(item: RankedItem) -> frozenset[str]:
+    return item.turn_ids
+
+
 def _hindsight_rankings(
     session: object, ns: str, query: str, qv: list[float], embedder: Any, rt: Runtime
-) -> tuple[list[RankedItem], list[RankedItem]]:
-    """Memories as the API recalls them, and episode summaries nearest the query, each with its provenance."""
+) -> tuple[list[RankedItem], list[RankedItem], list[RankedItem]]:
+    """Memories as the API recalls them, and the episode summaries and rounds nearest the query, each with the
+    turns it credits."""
     hits = store.retrieve(
         session, ns, query, embedder=embedder, settings=rt.settings, top_k=RETRIEVE_DEPTH, min_score=0.0
     )
     memories = [
-        RankedItem(h.turn_ids, count_tokens(render_memory(h.memory.value, at=h.memory.last_verified_at))) for h in hits
+        RankedItem(h.turn_ids, count_tokens(render_memory(h.memory.value, at=h.memory.last_verified_at)), h.score)
+        for h in hits
     ]
     episodes = [
-        RankedItem(e.turn_ids, count_tokens(render_episode(e.summary, at=e.occurred_at)))
+        RankedItem(e.turn_ids, count_tokens(render_episode(e.summary, at=e.occurred_at)), e.score)
         for e in store.episode_search(session, ns, query, qv, 10, embedder=embedder, settings=rt.settings)
     ]
-    return memories, episodes
-
-
-def _interleave(memories: list[RankedItem], episodes: list[RankedItem], every: int = 1) -> list[RankedItem]:
-    """`every` memories, then one episode summary, and so on: what a caller would assemble from /search and
-    /episodes/search. One to one, because on both evidence sets the episodes carry more of the evidence per
-    item than the memories (BENCHMARKS.md, "LongMemEval and LoCoMo"); at two to one LongMemEval's R@10 was
-    0.883 against 0.903."""
-    out: list[RankedItem] = []
-    mi, ei = iter(memories), iter(episodes)
-    while True:
-        batch = [m for m in (next(mi, None) for _ in range(every)) if m is not None]
-        ep = next(ei, None)
-        if ep is not None:
-            batch.append(ep)
-        if not batch:
-            return out
-        out.extend(batch)
+    rounds = [
+        RankedItem(r.turn_ids, count_tokens(render_round(r.text, at=r.occurred_at)), r.score)
+        for r in store.round_search(session, ns, query, qv, RETRIEVE_DEPTH, embedder=embedder, settings=rt.settings)
+    ]
+    return memories, episodes, rounds
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Distilling one accepted transcript: summarize -> extract -> conflict-detect/merge -> dedupe -> store.
+"""Distilling one accepted transcript: summarize -> extract -> conflict-detect/merge -> dedupe -> store, and
+the transcript's rounds (pipeline/rounds.py) kept beside its episode.
 
 The language work (possibly a slow LLM call) runs outside any transaction; every write for the transcript,
 and its move to `done`, then commit together in one transaction, so a redelivered task finds nothing left
@@ -16,12 +17,13 @@ from sqlalchemy import Engine
 
 from hindsight.clients import Clients
 from hindsight.db.engine import session_scope
-from hindsight.db.models import EpisodeRow, TranscriptRow
-from hindsight.db.repositories import EpisodeRepository, TranscriptRepository
+from hindsight.db.models import EpisodeRow, RoundRow, TranscriptRow
+from hindsight.db.repositories import EpisodeRepository, RoundRepository, TranscriptRepository
 from hindsight.errors import NotFound
 from hindsight.services.store import MemoryWriter, lock_namespace, reconcile_in_namespace
-from hindsight.textsearch import episode_search_text
-from schemas.pipeline import EmbeddedFact, Transcript, Turn
+from hindsight.textsearch import episode_search_text, search_text
+from pipeline.rounds import split_rounds
+from schemas.pipeline import EmbeddedFact, MemoryState, Transcript, Turn
 
 log = structlog.get_logger(__name__)
 ACTOR = "distiller"
@@ -130,9 +132,11 @@ def distill_transcript(
     # Stages 1-2 (may call an LLM): no transaction open while they run.
     distillation = clients.backend.distill(transcript)
     facts = distillation.facts
-    vectors = clients.embedder.embed([f.value for f in facts] + [distillation.summary.text])
-    embedded = [EmbeddedFact(fact=f, embedding=v) for f, v in zip(facts, vectors[:-1], strict=True)]
-    summary_vec = vectors[-1]
+    rounds = split_rounds(transcript, [(f.turn_ids, f.value) for f in facts if f.state != MemoryState.quarantined])
+    vectors = clients.embedder.embed([f.value for f in facts] + [distillation.summary.text] + [r.text for r in rounds])
+    embedded = [EmbeddedFact(fact=f, embedding=v) for f, v in zip(facts, vectors[: len(facts)], strict=True)]
+    summary_vec = vectors[len(facts)]
+    round_vecs = vectors[len(facts) + 1 :]
 
     with session_scope(engine) as session:
         row = TranscriptRepository(session).get(transcript_id, for_update=True)
@@ -155,6 +159,21 @@ def distill_transcript(
                 backend=distillation.backend,
                 occurred_at=transcript.occurred_at,
             )
+        )
+        RoundRepository(session).add_all(
+            [
+                RoundRow(
+                    namespace=transcript.namespace,
+                    transcript_id=transcript.id,
+                    seq=r.seq,
+                    turn_ids=r.turn_ids,
+                    text=r.text,
+                    embedding=v,
+                    search_text=search_text(r.key),
+                    occurred_at=transcript.occurred_at,
+                )
+                for r, v in zip(rounds, round_vecs, strict=True)
+            ]
         )
         writer = MemoryWriter(
             session=session,

@@ -1,18 +1,19 @@
 """Hard erase, which cannot be undone: memories (by id or by subject), one transcript, or a whole namespace.
 
-Each erase is one PostgreSQL transaction (rows, embeddings, provenance, source turns, episodes, the text in
-the audit history); after the commit, the copies outside PostgreSQL are scrubbed too (`Outside`): turns of
+Each erase is one PostgreSQL transaction (rows, embeddings, provenance, source turns, episodes, rounds, the
+text in the audit history); after the commit, the copies outside PostgreSQL are scrubbed too (`Outside`): turns of
 working-memory sessions in Redis, and every log file (`settings.log_file` and the process logs of
 `hindsight up` in `settings.process_log_dir`). What stays: content-free tombstones and `erased` audit
 records, so the audit shows that an erase happened, by whom and when.
 
 - memory / subject: the memories, every turn that is their provenance or repeats them, the episodes that
-  quote them. A subject erase (a person leaving) also searches the WHOLE namespace: every transcript turn,
-  episode and session turn naming the subject (its name from the keys, `colleague:li_wei` → "li wei", or
-  an erased value) is redacted, whether or not a memory came of it.
-- transcript: the transcript and its episode are deleted; memories whose only provenance it was are erased,
+  quote them, and every round (pipeline/rounds.py) that shows such a turn or mentions what was erased. A
+  subject erase (a person leaving) also searches the WHOLE namespace: every transcript turn, episode and
+  session turn naming the subject (its name from the keys, `colleague:li_wei` → "li wei", or an erased
+  value) is redacted, whether or not a memory came of it.
+- transcript: the transcript, its episode and its rounds are deleted; memories whose only provenance it was are erased,
   the others keep their row and lose that provenance.
-- namespace: every memory, transcript, episode and session of the namespace is deleted, its audit history
+- namespace: every memory, transcript, episode, round and session of the namespace is deleted, its audit history
   keeps no detail, and log lines about it keep only ids and event names.
 
 Not covered here (operator's job, see the README): old row versions stay in PostgreSQL's heap, indexes and
@@ -41,6 +42,7 @@ from hindsight.db.repositories import (
     EpisodeRepository,
     MemoryRepository,
     ProvenanceRepository,
+    RoundRepository,
     TombstoneRepository,
     TranscriptRepository,
     scrub_json,
@@ -136,6 +138,11 @@ def erase(
                 e for e in EpisodeRepository(session).lock_mentioning(namespace, wide.lowered()) if e.id not in seen
             ]
         episodes_redacted = _redact_episodes(episodes, redacted, turn_texts, _Mentions(needles, names))
+        # A round shows its turns and is keyed by the facts taken from them: one that shows a redacted turn or
+        # mentions the erased anywhere is deleted (rounds are derived data; the redacted turns remain).
+        round_repo = RoundRepository(session)
+        rounds_erased = round_repo.delete_covering(namespace, redacted)
+        rounds_erased += round_repo.delete_mentioning(namespace, _Mentions(needles, names).lowered())
         audit_rows = _remove_memories(session, namespace, rows, needles, erase_id=erase_id, scope=scope, actor=actor)
     erased = [r.id for r in rows]
     log_lines, session_turns = _scrub_outside(outside, namespace, ids=erased, needles=needles, terms=names)
@@ -149,6 +156,7 @@ def erase(
         transcripts_redacted=len(redacted),
         turns_redacted=sum(len(t) for t in redacted.values()),
         episodes_redacted=episodes_redacted,
+        rounds_erased=rounds_erased,
         audit_rows_scrubbed=audit_rows,
         log_lines_scrubbed=log_lines,
         sessions_scrubbed=session_turns,
@@ -185,6 +193,7 @@ def erase_transcript(
         texts = [r.value for r in rows] + [r.key for r in rows if _is_private_key(r.key)]
         needles = _needles([*texts, *turn_texts, *_sentences(turn_texts)])
         episodes = EpisodeRepository(session).count_for_transcripts(namespace, [transcript.id])
+        rounds = RoundRepository(session).count_for_transcripts(namespace, [transcript.id])  # cascade with it
         provenance.delete_for_transcript(transcript.id)
         audit_rows = _remove_memories(
             session, namespace, rows, needles, erase_id=erase_id, scope="transcript", actor=actor
@@ -207,6 +216,7 @@ def erase_transcript(
         episodes_redacted=0,
         transcripts_erased=1,
         episodes_erased=episodes,
+        rounds_erased=rounds,
         audit_rows_scrubbed=audit_rows,
         log_lines_scrubbed=log_lines,
         sessions_scrubbed=session_turns,
@@ -236,6 +246,7 @@ def erase_namespace(
         # Log lines naming no namespace (a plain-text line, a dead letter's reason) may still quote a value.
         needles = _needles([r.value for r in rows] + [r.key for r in rows if _is_private_key(r.key)])
         episodes = EpisodeRepository(session).count_for_transcripts(namespace, tids)
+        rounds = RoundRepository(session).count_for_transcripts(namespace, tids)
         memories.delete_many(namespace, [r.id for r in rows])
         audit_rows = AuditRepository(session).scrub_namespace(namespace)
         _tombstones(session, namespace, rows, erase_id=erase_id, scope="namespace", actor=actor)
@@ -255,6 +266,7 @@ def erase_namespace(
         episodes_redacted=0,
         transcripts_erased=len(tids),
         episodes_erased=episodes,
+        rounds_erased=rounds,
         audit_rows_scrubbed=audit_rows,
         log_lines_scrubbed=log_lines,
         sessions_scrubbed=sessions,

@@ -50,9 +50,17 @@ from hindsight.errors import InvalidInput
 from hindsight.textsearch import query_terms
 from pipeline.base import Embedder
 from schemas.inputs import unstorable_reason
-from schemas.memories import EpisodeRead, MemoryRead, ProvenanceRead
+from schemas.memories import EpisodeRead, MemoryRead, ProvenanceRead, RoundRead
 from schemas.pipeline import MemoryState
-from schemas.recall import EpisodeHit, EpisodeRecallResult, RecallHit, RecallResult, ScoreParts
+from schemas.recall import (
+    EpisodeHit,
+    EpisodeRecallResult,
+    RecallHit,
+    RecallResult,
+    RoundHit,
+    RoundRecallResult,
+    ScoreParts,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -319,14 +327,76 @@ def recall_episodes(
     I …", "what did I say about …" where no stable fact was kept. `query_vector`, when given, is the query's
     embedding already computed (a caller recalling memories and episodes for one query embeds it once).
     """
+    query, now, found = _units("episodes", session, namespace, query, embedder, settings, top_k, now, query_vector)
+    hits = [
+        EpisodeHit(
+            episode=EpisodeRead.model_validate(row),
+            score=score,
+            vector=vec,
+            keyword=kw,
+            cosine=round(float(row["cosine"]), 4),
+            age_days=_days(now, row["occurred_at"]),
+        )
+        for score, vec, kw, row in found
+    ]
+    return EpisodeRecallResult(query=query, hits=hits)
+
+
+def recall_rounds(
+    session: object,
+    namespace: str,
+    query: str,
+    *,
+    embedder: Embedder,
+    settings: RetrievalSettings,
+    top_k: int | None = None,
+    now: datetime | None = None,
+    query_vector: Sequence[float] | None = None,
+) -> RoundRecallResult:
+    """The rounds of `namespace` (a user turn with the start of its reply, pipeline/rounds.py) that best match
+    `query`, best first, scored as episodes are. The keyword side also matches the values of the facts
+    distilled from a round's turns (key expansion), so "where does she work now" finds the turn that said so in
+    other words. Rounds answer "what did I say about …" at the cost of a turn, not of a whole summary."""
+    query, now, found = _units("rounds", session, namespace, query, embedder, settings, top_k, now, query_vector)
+    hits = [
+        RoundHit(
+            round=RoundRead.model_validate(row),
+            score=score,
+            vector=vec,
+            keyword=kw,
+            cosine=round(float(row["cosine"]), 4),
+            age_days=_days(now, row["occurred_at"]),
+        )
+        for score, vec, kw, row in found
+    ]
+    return RoundRecallResult(query=query, hits=hits)
+
+
+def _days(now: datetime, at: datetime) -> float:
+    return round(max(0.0, (now - at).total_seconds() / 86400.0), 3)
+
+
+def _units(
+    table: str,
+    session: object,
+    namespace: str,
+    query: str,
+    embedder: Embedder,
+    settings: RetrievalSettings,
+    top_k: int | None,
+    now: datetime | None,
+    query_vector: Sequence[float] | None,
+) -> tuple[str, datetime, list[tuple[float, float, float, dict[str, Any]]]]:
+    """(query, now, [(score, vector part, keyword part, row)] best first) for episodes or rounds."""
     query = validate_query(query)
     k = _validate(top_k, DEFAULT_STATES, None, settings)
     now = _aware(now)
     vector = list(query_vector) if query_vector is not None else embedder.embed([query])[0]
     profile = model_profile(embedder.name)
     repo = RecallRepository(session)  # type: ignore[arg-type]
-    terms = _weighted_terms(repo, "episodes", namespace, query, settings)
-    rows = repo.episode_candidates(
+    terms = _weighted_terms(repo, table, namespace, query, settings)
+    fetch = repo.episode_candidates if table == "episodes" else repo.round_candidates
+    rows = fetch(
         namespace,
         vector,
         terms,
@@ -341,15 +411,4 @@ def recall_episodes(
         score = (settings.vector_weight * vec + settings.keyword_weight * kw) / weights
         scored.append((round(score, 4), round(vec, 4), round(kw, 4), row))
     scored.sort(key=lambda s: (-s[0], -float(s[3]["cosine"]), -s[3]["occurred_at"].timestamp(), str(s[3]["id"])))
-    hits = [
-        EpisodeHit(
-            episode=EpisodeRead.model_validate(row),
-            score=score,
-            vector=vec,
-            keyword=kw,
-            cosine=round(float(row["cosine"]), 4),
-            age_days=round(max(0.0, (now - row["occurred_at"]).total_seconds() / 86400.0), 3),
-        )
-        for score, vec, kw, row in scored[:k]
-    ]
-    return EpisodeRecallResult(query=query, hits=hits)
+    return query, now, scored[:k]

@@ -85,7 +85,7 @@ def test_erase_leaves_no_trace_of_the_canary(auth_api: AuthApi, alpha: httpx.Cli
 
     log_file = auth_api.services.data_dir / "hindsight.jsonl"
     before = _rows_with(engine, canary)
-    assert {"memories", "transcripts", "episodes", "memory_audit"} <= set(before), before
+    assert {"memories", "transcripts", "episodes", "rounds", "memory_audit"} <= set(before), before
 
     r = alpha.delete(f"{base}/memories/{planted[0]['id']}")
     assert r.status_code == 200, r.text
@@ -93,6 +93,7 @@ def test_erase_leaves_no_trace_of_the_canary(auth_api: AuthApi, alpha: httpx.Cli
     assert result["memory_ids"] == [planted[0]["id"]]
     assert result["turns_redacted"] >= 2, "the cited turn and the assistant's echo"
     assert result["episodes_redacted"] == 1
+    assert result["rounds_erased"] == 1, "the round of the cited turn and its echo"
 
     assert _rows_with(engine, canary) == {}  # episodes' search_text included
     assert _log_lines_with(log_file, canary) == []
@@ -127,6 +128,9 @@ def test_erase_leaves_no_trace_of_the_canary(auth_api: AuthApi, alpha: httpx.Cli
     )
     status = alpha.get(f"{base}/transcripts/{tid}").json()
     assert status["state"] == "done"
+    # The round of the turn that did not mention the canary is still there.
+    [tea_round] = alpha.get(f"{base}/rounds/search", params={"q": "tea or coffee", "top_k": 5}).json()["hits"]
+    assert tea_round["round"]["text"] == "user: I prefer tea over coffee."
 
 
 def test_erase_a_subject_removes_all_its_memories_and_their_log_lines(

@@ -74,10 +74,17 @@ def test_working_memory_and_archiving_to_long_term(auth_api: AuthApi, alpha_ns: 
     assert "PostgreSQL" in episodes[0].content
     assert episodes[0].metadata["turn_ids"]
     assert {"occurred_at", "transcript_id", "cosine", "age_days"} <= set(episodes[0].metadata)
+    rounds = memory.recall_rounds("我们用什么数据库？", top_k=3)
+    assert rounds[0].content == "user: 我们的数据库是 PostgreSQL 15。\nassistant: 好的，记住了。"
+    assert {"occurred_at", "transcript_id", "turn_ids", "seq", "keyword", "age_days"} <= set(rounds[0].metadata)
     block = memory.context("我们用什么数据库？", budget_tokens=300)
     assert block["tokens"] <= 300
-    assert block["episode_ids"] == [str(episodes[0].id)]
-    assert memory.context("我们用什么数据库？", episodes=False)["episode_ids"] == []
+    assert block["round_ids"] == [str(rounds[0].id)]
+    # The round shows every turn the summary came from, so the summary is left out; without rounds it is there.
+    assert block["episode_ids"] == []
+    assert memory.context("我们用什么数据库？", budget_tokens=300, rounds=False)["episode_ids"] == [str(episodes[0].id)]
+    bare = memory.context("我们用什么数据库？", episodes=False, rounds=False)
+    assert bare["episode_ids"] == bare["round_ids"] == []
     with pytest.raises(NotFound):
         memory.get_working_memory("no-such-session")
     memory.close()

@@ -355,4 +355,21 @@ def test_episode_search_finds_the_conversation_by_what_was_said_in_passing(stack
     plain = httpx.get(ctx_url, params={"q": "Which race did I run in Kyoto?", "episodes": "false"}, timeout=30).json()
     assert plain["episode_ids"] == []
     assert "Earlier conversations" not in plain["text"]
+
+    # The same detail as a round: the user's turn itself, found by its words, in this namespace only.
+    rounds_url = f"{stack.api_url}/v1/namespaces/{namespace}/rounds/search"
+    found = httpx.get(rounds_url, params={"q": "Which race did I run in Kyoto?", "top_k": 5}, timeout=30).json()["hits"]
+    assert found[0]["round"]["transcript_id"] == trip
+    assert found[0]["round"]["turn_ids"] == ["2"]
+    assert found[0]["round"]["text"] == "user: By the way, I just got back from Kyoto where I ran a 10K race on Sunday."
+    assert {h["round"]["transcript_id"] for h in found} <= {trip, cake}
+    packing = httpx.get(rounds_url, params={"q": "packing list for a weekend"}, timeout=30).json()["hits"][0]
+    assert packing["round"]["turn_ids"] == ["0", "1"]  # the question with the start of its answer
+    assert "assistant: Sure: layers" in packing["round"]["text"]
+    assert found[0]["round"]["id"] in block["round_ids"] or found[0]["round"]["turn_ids"][0] in hits[0]["episode"]["turn_ids"]
+    bare = httpx.get(
+        ctx_url, params={"q": "Which race did I run in Kyoto?", "episodes": "false", "rounds": "false"}, timeout=30
+    ).json()
+    assert bare["episode_ids"] == bare["round_ids"] == []
+    assert httpx.get(rounds_url, params={"q": ""}, timeout=10).status_code == 422
     assert httpx.get(ctx_url, params={"q": "   "}, timeout=10).status_code == 422

@@ -31,6 +31,7 @@ TOOLS = {
     "remember",
     "recall",
     "episode_search",
+    "round_search",
     "memory_erase_transcript",
     "namespace_erase",
 }

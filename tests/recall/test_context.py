@@ -13,13 +13,16 @@ from hindsight.services.context import (
     EPISODES_HEADER,
     HEADER,
     MIN_BUDGET_TOKENS,
+    ROUNDS_HEADER,
+    assembly_order,
     count_tokens,
     encoding_for_model,
+    evidence_stream,
     render_context,
 )
 from hindsight.services.recall import recall
-from schemas.memories import EpisodeRead
-from schemas.recall import EpisodeHit
+from schemas.memories import EpisodeRead, RoundRead
+from schemas.recall import EpisodeHit, RoundHit
 
 MEMORIES = [
     ("我们的数据库是PostgreSQL 15，生产环境在阿里云上，每天凌晨三点做全量备份", 1, 0.9),
@@ -186,3 +189,43 @@ def test_episodes_alone_make_a_block() -> None:
     assert block.episode_ids == [episodes[0].episode.id]
     assert block.text.startswith(HEADER)
     assert "Kyoto" in block.text
+
+
+def _round(text: str, days_ago: float, score: float, *, transcript: uuid.UUID, turns: list[str]) -> RoundHit:
+    at = datetime.now(UTC) - timedelta(days=days_ago)
+    r = RoundRead(id=uuid.uuid4(), transcript_id=transcript, seq=0, turn_ids=turns, text=text, occurred_at=at, created_at=at)
+    return RoundHit(round=r, score=score, cosine=score / 2, age_days=days_ago)
+
+
+def test_rounds_and_episodes_share_one_ranking_and_never_repeat_a_turn() -> None:
+    trip, cake = uuid.uuid4(), uuid.uuid4()
+    ep = _episode(EPISODES[0][0], 3, 0.6).model_copy()
+    ep.episode.transcript_id, ep.episode.turn_ids = trip, ["0", "1", "2"]
+    best = _round("user: I just got back from Kyoto where I ran a 10K.\nassistant: Congrats!", 3, 0.8, transcript=trip, turns=["2", "3"])
+    inside = _round("user: Can you suggest a packing list?", 3, 0.5, transcript=trip, turns=["0"])  # the episode shows it
+    same_id_elsewhere = _round("user: 我上周烤了一个抹茶蛋糕。", 30, 0.4, transcript=cake, turns=["0"])
+    block = render_context([], budget_tokens=4000, model="gpt-4o-mini", episodes=[ep], rounds=[best, inside, same_id_elsewhere])
+    assert block.round_ids == [best.round.id, same_id_elsewhere.round.id]  # `inside` carries nothing new
+    assert block.episode_ids == [ep.episode.id]
+    assert not block.truncated
+    assert block.text.index(EPISODES_HEADER) < block.text.index(ROUNDS_HEADER)
+    assert "I just got back from Kyoto where I ran a 10K. | assistant: Congrats!" in block.text
+    assert "抹茶蛋糕" in block.text
+    # Under a budget for one item, the best of rounds and episodes by score is the one offered first.
+    small = render_context([], budget_tokens=MIN_BUDGET_TOKENS + 30, model="gpt-4o-mini", episodes=[ep], rounds=[best])
+    assert small.round_ids == [best.round.id] and small.episode_ids == []
+    assert small.truncated
+
+
+def test_the_assembly_alternates_memories_with_the_best_evidence() -> None:
+    class Item:
+        def __init__(self, name: str, score: float, turns: list[str]) -> None:
+            self.name, self.score, self.turns = name, score, turns
+
+    memories = [Item("m1", 0.9, ["a"]), Item("m2", 0.8, ["b"]), Item("m3", 0.1, ["z"])]
+    rounds = [Item("r1", 0.7, ["a", "c"]), Item("r2", 0.3, ["a"])]  # r2 shows only what m1 showed
+    episodes = [Item("e1", 0.5, ["d", "e"]), Item("e2", 0.2, ["f"])]
+    evidence = evidence_stream(rounds, episodes)
+    assert [i.name for i in evidence] == ["r1", "e1", "r2", "e2"]
+    order = assembly_order(memories, evidence, lambda i: i.turns)
+    assert [i.name for i in order] == ["m1", "r1", "m2", "e1", "m3", "e2"]

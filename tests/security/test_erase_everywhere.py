@@ -194,7 +194,7 @@ def test_erase_one_transcript_over_the_api(
     assert r.status_code == 200, r.text
     result = r.json()
     assert result["scope"] == "transcript"
-    assert (result["transcripts_erased"], result["episodes_erased"]) == (1, 1)
+    assert (result["transcripts_erased"], result["episodes_erased"], result["rounds_erased"]) == (1, 1, 2)
     assert sorted(result["memory_ids"]) == sorted(only_gone), "only what this transcript alone taught"
 
     assert alpha.get(f"{base}/transcripts/{gone}").status_code == 404
@@ -204,6 +204,8 @@ def test_erase_one_transcript_over_the_api(
         scopes = conn.execute(sa.text("SELECT scope FROM memory_tombstones WHERE namespace=:n"), {"n": alpha_ns})
         assert set(scopes.scalars()) == {"transcript"}
         assert conn.execute(sa.text("SELECT count(*) FROM episodes WHERE transcript_id=:t"), {"t": gone}).scalar() == 0
+        assert conn.execute(sa.text("SELECT count(*) FROM rounds WHERE transcript_id=:t"), {"t": gone}).scalar() == 0
+        assert conn.execute(sa.text("SELECT count(*) FROM rounds WHERE transcript_id=:t"), {"t": kept}).scalar() == 1
 
 
 def test_erase_a_whole_namespace_with_the_python_client(

@@ -1,0 +1,100 @@
+"""Rounds for transcripts distilled before the rounds index existed (migration 0010).
+
+New transcripts get their rounds in their distillation's transaction (services/distill.py). This job builds
+them for the `done` transcripts that have none: in keyset batches by id, each batch its own transaction, the
+facts for the keys read from the memories whose provenance names the transcript's turns (quarantined ones
+left out, as distillation leaves them out). A turn an erase redacted starts and answers no round. Safe to run
+twice or beside workers: a transcript that has rounds is skipped, and an insert that meets rounds written
+meanwhile does nothing (unique transcript and position).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+import structlog
+from sqlalchemy import Engine, exists, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+from hindsight.db.engine import session_scope
+from hindsight.db.models import MemoryRow, ProvenanceRow, RoundRow, TranscriptRow
+from hindsight.services.distill import to_transcript
+from hindsight.services.erase import ERASED
+from hindsight.textsearch import search_text
+from pipeline.base import Embedder
+from pipeline.rounds import split_rounds
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass
+class BackfillReport:
+    transcripts: int = 0
+    rounds: int = 0
+    batches: int = 0
+
+
+def backfill_rounds(
+    engine: Engine, embedder: Embedder, *, batch_size: int = 50, max_batches: int | None = None
+) -> BackfillReport:
+    """Build the rounds of every distilled transcript that has none."""
+    report = BackfillReport()
+    after = uuid.UUID(int=0)
+    while max_batches is None or report.batches < max_batches:
+        with session_scope(engine) as session:
+            rows = list(
+                session.execute(
+                    select(TranscriptRow)
+                    .where(
+                        TranscriptRow.id > after,
+                        TranscriptRow.state == "done",
+                        ~exists().where(RoundRow.transcript_id == TranscriptRow.id),
+                    )
+                    .order_by(TranscriptRow.id)
+                    .limit(batch_size)
+                ).scalars()
+            )
+            if not rows:
+                break
+            after = rows[-1].id
+            facts = session.execute(
+                select(ProvenanceRow.transcript_id, ProvenanceRow.turn_ids, MemoryRow.value)
+                .join(MemoryRow, MemoryRow.id == ProvenanceRow.memory_id)
+                .where(ProvenanceRow.transcript_id.in_([r.id for r in rows]), MemoryRow.state != "quarantined")
+            ).all()
+            built = []
+            for row in rows:
+                transcript = to_transcript(row)
+                transcript = transcript.model_copy(
+                    update={
+                        "turns": [
+                            t.model_copy(update={"content": ""}) if t.content == ERASED else t for t in transcript.turns
+                        ]
+                    }
+                )
+                keyed = [(list(tids), v) for tid, tids, v in facts if tid == row.id]
+                built += [(row, r) for r in split_rounds(transcript, keyed)]
+            vectors = embedder.embed([r.text for _, r in built]) if built else []
+            for (row, r), v in zip(built, vectors, strict=True):
+                session.execute(
+                    pg_insert(RoundRow)
+                    .values(
+                        id=uuid.uuid4(),
+                        namespace=row.namespace,
+                        transcript_id=row.id,
+                        seq=r.seq,
+                        turn_ids=r.turn_ids,
+                        text=r.text,
+                        embedding=v,
+                        search_text=search_text(r.key),
+                        occurred_at=row.occurred_at,
+                    )
+                    .on_conflict_do_nothing(index_elements=["transcript_id", "seq"])
+                )
+            report.transcripts += len(rows)
+            report.rounds += len(built)
+            report.batches += 1
+    if report.rounds:
+        log.info("rounds.backfilled", transcripts=report.transcripts, rounds=report.rounds, batches=report.batches)
+    return report
