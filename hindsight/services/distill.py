@@ -133,7 +133,7 @@ def distill_transcript(
     distillation = clients.backend.distill(transcript)
     facts = distillation.facts
     rounds = split_rounds(transcript, [(f.turn_ids, f.value) for f in facts if f.state != MemoryState.quarantined])
-    vectors = clients.embedder.embed([f.value for f in facts] + [distillation.summary.text] + [r.text for r in rounds])
+    vectors = clients.embedder.embed([f.value for f in facts] + [distillation.summary.text] + [r.embed_text for r in rounds])
     embedded = [EmbeddedFact(fact=f, embedding=v) for f, v in zip(facts, vectors[: len(facts)], strict=True)]
     summary_vec = vectors[len(facts)]
     round_vecs = vectors[len(facts) + 1 :]

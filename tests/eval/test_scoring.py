@@ -162,10 +162,13 @@ def test_evidence_coverage_needs_every_evidence_turn() -> None:
     assert not covered([], [a])
 
 
-def test_token_budget_takes_the_prefix_that_fits() -> None:
+def test_token_budget_admits_in_rank_order_and_passes_over_what_does_not_fit() -> None:
     items = [RankedItem(frozenset({str(i)}), 400) for i in range(6)]
     assert len(within_budget(items, 1000)) == 2
     assert len(within_budget(items, 2000)) == 5
+    long_first = [RankedItem(frozenset({"long"}), 900), *items[:3]]
+    assert [it.turn_ids for it in within_budget(long_first, 850)] == [items[0].turn_ids, items[1].turn_ids]
+    assert [it.tokens for it in within_budget(long_first, 1300)] == [900, 400]
     row = evidence_scores(["3"], items)
     assert row["recall@5"] == 1.0
     assert row["recall@1000tok"] == 0.0
