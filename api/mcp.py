@@ -287,7 +287,9 @@ def _register(server: MCPServer[McpState]) -> None:
 
         def run() -> RoundRecallResult:
             with read_session(st.engine) as session:
-                return recall_rounds(session, ns, query, embedder=st.embedder, settings=st.settings.retrieval, top_k=top_k)
+                return recall_rounds(
+                    session, ns, query, embedder=st.embedder, settings=st.settings.retrieval, top_k=top_k
+                )
 
         return await _call(run)
 

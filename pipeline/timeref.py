@@ -13,6 +13,7 @@ from __future__ import annotations
 import calendar
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
 _MONTHS = list(calendar.month_name)[1:]
@@ -29,36 +30,40 @@ def _week_start(d: date) -> date:
     return d - timedelta(days=d.weekday())
 
 
-def _en_month(d: date) -> str:
-    return f"in {_MONTHS[d.month - 1]} {d.year}"
+@dataclass(frozen=True)
+class Span:
+    """A stretch of calendar time an expression names: [start, end), said at the precision of `unit`."""
+
+    start: date
+    end: date
+    unit: str
+    """day, week, month or year."""
 
 
-def _zh_month(d: date) -> str:
-    return f"{d.year}年{d.month}月"
+def _day_span(d: date, days: int) -> Span:
+    x = d + timedelta(days=days)
+    return Span(x, x + timedelta(days=1), "day")
+
+
+def _week_span(d: date, weeks: int) -> Span:
+    x = _week_start(d) + timedelta(weeks=weeks)
+    return Span(x, x + timedelta(days=7), "week")
+
+
+def _month_span(d: date, months: int) -> Span:
+    x = _month_shift(d, months)
+    return Span(x, _month_shift(x, 1), "month")
+
+
+def _year_span(year: int) -> Span:
+    return Span(date(year, 1, 1), date(year + 1, 1, 1), "year")
 
 
 def _n(word: str, table: dict[str, int]) -> int:
     return int(word) if word.isdigit() else table.get(word, 1)
 
 
-Rule = tuple[re.Pattern[str], Callable[[re.Match[str], date], str]]
-
-
-def _en_day(days: int) -> Callable[[re.Match[str], date], str]:
-    return lambda m, d: f"on {d + timedelta(days=days):%Y-%m-%d}"
-
-
-def _en_week(weeks: int) -> Callable[[re.Match[str], date], str]:
-    return lambda m, d: f"in the week of {_week_start(d) + timedelta(weeks=weeks):%Y-%m-%d}"
-
-
-def _zh_day(days: int) -> Callable[[re.Match[str], date], str]:
-    return lambda m, d: f"{d + timedelta(days=days):%Y年%-m月%-d日}"
-
-
-def _zh_week(weeks: int) -> Callable[[re.Match[str], date], str]:
-    return lambda m, d: f"{_week_start(d) + timedelta(weeks=weeks):%Y年%-m月%-d日}那周"
-
+Rule = tuple[re.Pattern[str], Callable[[re.Match[str], date], Span]]
 
 _EN_COUNT = r"(\d+|a|an|one|two|three|four|five|six|ten)"
 _ZH_COUNT = r"(\d+|[一两二三四五六七八九十])"
@@ -69,51 +74,164 @@ def _count(m: re.Match[str]) -> int:
     return _n(word, _ZH_NUM if word in _ZH_NUM else _EN_NUM)
 
 
+def _fixed(span: Callable[[date], Span]) -> Callable[[re.Match[str], date], Span]:
+    return lambda m, d: span(d)
+
+
 _EN: list[Rule] = [
-    (re.compile(r"\byesterday\b", re.I), _en_day(-1)),
-    (re.compile(r"\b(?:today|tonight|this morning|this afternoon|this evening)\b", re.I), _en_day(0)),
-    (re.compile(r"\btomorrow\b", re.I), _en_day(1)),
-    (re.compile(r"\blast week(?:end)?\b", re.I), _en_week(-1)),
-    (re.compile(r"\bthis week(?:end)?\b", re.I), _en_week(0)),
-    (re.compile(r"\bnext week(?:end)?\b", re.I), _en_week(1)),
-    (re.compile(r"\blast month\b", re.I), lambda m, d: _en_month(_month_shift(d, -1))),
-    (re.compile(r"\bthis month\b", re.I), lambda m, d: _en_month(d)),
-    (re.compile(r"\bnext month\b", re.I), lambda m, d: _en_month(_month_shift(d, 1))),
-    (re.compile(r"\blast year\b", re.I), lambda m, d: f"in {d.year - 1}"),
-    (re.compile(r"\bthis year\b", re.I), lambda m, d: f"in {d.year}"),
-    (re.compile(r"\bnext year\b", re.I), lambda m, d: f"in {d.year + 1}"),
-    (re.compile(_EN_COUNT + r" days? ago\b", re.I), lambda m, d: _en_day(-_count(m))(m, d)),
-    (re.compile(_EN_COUNT + r" weeks? ago\b", re.I), lambda m, d: _en_week(-_count(m))(m, d)),
-    (re.compile(_EN_COUNT + r" months? ago\b", re.I), lambda m, d: _en_month(_month_shift(d, -_count(m)))),
-    (re.compile(_EN_COUNT + r" years? ago\b", re.I), lambda m, d: f"in {d.year - _count(m)}"),
+    (re.compile(r"\byesterday\b", re.I), _fixed(lambda d: _day_span(d, -1))),
+    (
+        re.compile(r"\b(?:today|tonight|this morning|this afternoon|this evening)\b", re.I),
+        _fixed(lambda d: _day_span(d, 0)),
+    ),
+    (re.compile(r"\btomorrow\b", re.I), _fixed(lambda d: _day_span(d, 1))),
+    (re.compile(r"\blast week(?:end)?\b", re.I), _fixed(lambda d: _week_span(d, -1))),
+    (re.compile(r"\bthis week(?:end)?\b", re.I), _fixed(lambda d: _week_span(d, 0))),
+    (re.compile(r"\bnext week(?:end)?\b", re.I), _fixed(lambda d: _week_span(d, 1))),
+    (re.compile(r"\blast month\b", re.I), _fixed(lambda d: _month_span(d, -1))),
+    (re.compile(r"\bthis month\b", re.I), _fixed(lambda d: _month_span(d, 0))),
+    (re.compile(r"\bnext month\b", re.I), _fixed(lambda d: _month_span(d, 1))),
+    (re.compile(r"\blast year\b", re.I), _fixed(lambda d: _year_span(d.year - 1))),
+    (re.compile(r"\bthis year\b", re.I), _fixed(lambda d: _year_span(d.year))),
+    (re.compile(r"\bnext year\b", re.I), _fixed(lambda d: _year_span(d.year + 1))),
+    (re.compile(_EN_COUNT + r" days? ago\b", re.I), lambda m, d: _day_span(d, -_count(m))),
+    (re.compile(_EN_COUNT + r" weeks? ago\b", re.I), lambda m, d: _week_span(d, -_count(m))),
+    (re.compile(_EN_COUNT + r" months? ago\b", re.I), lambda m, d: _month_span(d, -_count(m))),
+    (re.compile(_EN_COUNT + r" years? ago\b", re.I), lambda m, d: _year_span(d.year - _count(m))),
 ]
 
 _ZH: list[Rule] = [
-    (re.compile(r"前天"), _zh_day(-2)),
-    (re.compile(r"昨天|昨晚"), _zh_day(-1)),
-    (re.compile(r"今天|今晚|今早"), _zh_day(0)),
-    (re.compile(r"明天"), _zh_day(1)),
-    (re.compile(r"上(?:个)?(?:周|星期|礼拜)末?"), _zh_week(-1)),
-    (re.compile(r"(?:这|本)(?:个)?(?:周|星期|礼拜)末?"), _zh_week(0)),
-    (re.compile(r"下(?:个)?(?:周|星期|礼拜)末?"), _zh_week(1)),
-    (re.compile(r"上(?:个)?月"), lambda m, d: _zh_month(_month_shift(d, -1))),
-    (re.compile(r"(?:这|本)(?:个)?月"), lambda m, d: _zh_month(d)),
-    (re.compile(r"下(?:个)?月"), lambda m, d: _zh_month(_month_shift(d, 1))),
-    (re.compile(r"前年"), lambda m, d: f"{d.year - 2}年"),
-    (re.compile(r"去年"), lambda m, d: f"{d.year - 1}年"),
-    (re.compile(r"今年"), lambda m, d: f"{d.year}年"),
-    (re.compile(r"明年"), lambda m, d: f"{d.year + 1}年"),
-    (re.compile(_ZH_COUNT + r"天前"), lambda m, d: _zh_day(-_count(m))(m, d)),
-    (re.compile(_ZH_COUNT + r"个?(?:星期|礼拜|周)前"), lambda m, d: _zh_week(-_count(m))(m, d)),
-    (re.compile(_ZH_COUNT + r"个月前"), lambda m, d: _zh_month(_month_shift(d, -_count(m)))),
-    (re.compile(_ZH_COUNT + r"年前"), lambda m, d: f"{d.year - _count(m)}年"),
+    (re.compile(r"前天"), _fixed(lambda d: _day_span(d, -2))),
+    (re.compile(r"昨天|昨晚"), _fixed(lambda d: _day_span(d, -1))),
+    (re.compile(r"今天|今晚|今早"), _fixed(lambda d: _day_span(d, 0))),
+    (re.compile(r"明天"), _fixed(lambda d: _day_span(d, 1))),
+    (re.compile(r"上(?:个)?(?:周|星期|礼拜)末?"), _fixed(lambda d: _week_span(d, -1))),
+    (re.compile(r"(?:这|本)(?:个)?(?:周|星期|礼拜)末?"), _fixed(lambda d: _week_span(d, 0))),
+    (re.compile(r"下(?:个)?(?:周|星期|礼拜)末?"), _fixed(lambda d: _week_span(d, 1))),
+    (re.compile(r"上(?:个)?月"), _fixed(lambda d: _month_span(d, -1))),
+    (re.compile(r"(?:这|本)(?:个)?月"), _fixed(lambda d: _month_span(d, 0))),
+    (re.compile(r"下(?:个)?月"), _fixed(lambda d: _month_span(d, 1))),
+    (re.compile(r"前年"), _fixed(lambda d: _year_span(d.year - 2))),
+    (re.compile(r"去年"), _fixed(lambda d: _year_span(d.year - 1))),
+    (re.compile(r"今年"), _fixed(lambda d: _year_span(d.year))),
+    (re.compile(r"明年"), _fixed(lambda d: _year_span(d.year + 1))),
+    (re.compile(_ZH_COUNT + r"天前"), lambda m, d: _day_span(d, -_count(m))),
+    (re.compile(_ZH_COUNT + r"个?(?:星期|礼拜|周)前"), lambda m, d: _week_span(d, -_count(m))),
+    (re.compile(_ZH_COUNT + r"个月前"), lambda m, d: _month_span(d, -_count(m))),
+    (re.compile(_ZH_COUNT + r"年前"), lambda m, d: _year_span(d.year - _count(m))),
 ]
+
+
+def _en_text(span: Span) -> str:
+    if span.unit == "day":
+        return f"on {span.start:%Y-%m-%d}"
+    if span.unit == "week":
+        return f"in the week of {span.start:%Y-%m-%d}"
+    if span.unit == "month":
+        return f"in {_MONTHS[span.start.month - 1]} {span.start.year}"
+    return f"in {span.start.year}"
+
+
+def _zh_text(span: Span) -> str:
+    if span.unit == "day":
+        return f"{span.start:%Y年%-m月%-d日}"
+    if span.unit == "week":
+        return f"{span.start:%Y年%-m月%-d日}那周"
+    if span.unit == "month":
+        return f"{span.start.year}年{span.start.month}月"
+    return f"{span.start.year}年"
 
 
 def resolve_relative_time(text: str, occurred_at: datetime | date) -> str:
     """`text` with each relative time expression replaced by the date it meant at `occurred_at`."""
     day = occurred_at.date() if isinstance(occurred_at, datetime) else occurred_at
-    for pattern, render in (*_ZH, *_EN):
-        if pattern.search(text):
-            text = pattern.sub(lambda m, render=render: render(m, day), text)  # type: ignore[misc]
+    for rules, render in ((_ZH, _zh_text), (_EN, _en_text)):
+        for pattern, span in rules:
+            if pattern.search(text):
+                text = pattern.sub(lambda m, span=span, render=render: render(span(m, day)), text)  # type: ignore[misc]
     return re.sub(r"\s{2,}", " ", text)
+
+
+# -- time named in a question ------------------------------------------------------------------------------
+
+_MONTH_RE = "|".join(_MONTHS)
+_MONTH_NUM = {m.lower(): i for i, m in enumerate(_MONTHS, start=1)}
+
+
+def _latest(month: int, day: int | None, now: date) -> date:
+    """The most recent `month` (and `day`) not after `now`: "in May" asked in March means last May."""
+    year = now.year if (month, day or 1) <= (now.month, now.day) else now.year - 1
+    return date(year, month, day or 1)
+
+
+def _month_of(year: int, month: int) -> Span:
+    start = date(year, month, 1)
+    return Span(start, _month_shift(start, 1), "month")
+
+
+def _safe(make: Callable[[re.Match[str], date], Span]) -> Callable[[re.Match[str], date], Span | None]:
+    def run(m: re.Match[str], d: date) -> Span | None:
+        try:
+            return make(m, d)
+        except ValueError:  # "February 30", "13月": names no date
+            return None
+
+    return run
+
+
+_ABSOLUTE: list[tuple[re.Pattern[str], Callable[[re.Match[str], date], Span | None]]] = [
+    (  # "May 5, 2023", "5 May 2023" are days; "May 2023" a month
+        re.compile(rf"\b({_MONTH_RE})\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+((?:19|20)\d{{2}})\b", re.I),
+        _safe(lambda m, d: _day_span(date(int(m[3]), _MONTH_NUM[m[1].lower()], int(m[2])), 0)),
+    ),
+    (
+        re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+({_MONTH_RE}),?\s+((?:19|20)\d{{2}})\b", re.I),
+        _safe(lambda m, d: _day_span(date(int(m[3]), _MONTH_NUM[m[2].lower()], int(m[1])), 0)),
+    ),
+    (
+        re.compile(rf"\b({_MONTH_RE})(?:\s+of)?,?\s+((?:19|20)\d{{2}})\b", re.I),
+        _safe(lambda m, d: _month_of(int(m[2]), _MONTH_NUM[m[1].lower()])),
+    ),
+    (  # a bare month needs a preposition: "May I ask" names no month
+        re.compile(rf"\b(?:in|during|since|until|before|after|early|late|mid-?|last|this)\s+({_MONTH_RE})\b", re.I),
+        _safe(lambda m, d: _month_of(_latest(_MONTH_NUM[m[1].lower()], None, d).year, _MONTH_NUM[m[1].lower()])),
+    ),
+    (
+        re.compile(r"\b(?:in|during|since|until|before|after)\s+((?:19|20)\d{2})\b", re.I),
+        lambda m, d: _year_span(int(m[1])),
+    ),
+    (
+        re.compile(r"((?:19|20)\d{2})年(\d{1,2})月(\d{1,2})[日号]"),
+        _safe(lambda m, d: _day_span(date(int(m[1]), int(m[2]), int(m[3])), 0)),
+    ),
+    (re.compile(r"((?:19|20)\d{2})年(\d{1,2})月"), _safe(lambda m, d: _month_of(int(m[1]), int(m[2])))),
+    (
+        re.compile(r"(?<![\d年])(\d{1,2})月(\d{1,2})[日号]"),
+        _safe(lambda m, d: _day_span(_latest(int(m[1]), int(m[2]), d), 0)),
+    ),
+    (
+        re.compile(r"(?<![\d年])(\d{1,2})月份?(?![\d日号])"),
+        _safe(lambda m, d: _month_of(_latest(int(m[1]), None, d).year, int(m[1]))),
+    ),
+    (re.compile(r"((?:19|20)\d{2})年(?!\d)"), lambda m, d: _year_span(int(m[1]))),
+]
+
+
+def time_window(text: str, now: datetime | date) -> Span | None:
+    """The stretch of time a question names, resolved against when it is asked ("what did I buy last month",
+    "in May 2023", "两个月前", "上周末"), or None. Several expressions give the span covering them all, at the
+    coarsest unit said; expressions with no fixed point ("recently", "最近") give nothing, and neither does a bare
+    month name without a preposition ("May I ask")."""
+    day = now.date() if isinstance(now, datetime) else now
+    spans: list[Span] = []
+    rest = text
+    for pattern, make in [*_ABSOLUTE, *_ZH, *_EN]:
+        for m in pattern.finditer(rest):
+            span = make(m, day)
+            if span is not None:
+                spans.append(span)
+        rest = pattern.sub(" ", rest)  # "May 5, 2023" is one day, not also May and 2023
+    if not spans:
+        return None
+    order = ["day", "week", "month", "year"]
+    return Span(min(s.start for s in spans), max(s.end for s in spans), max((s.unit for s in spans), key=order.index))

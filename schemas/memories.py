@@ -110,7 +110,6 @@ class EpisodeRead(BaseModel):
     created_at: datetime
 
 
-
 class RoundRead(BaseModel):
     """One user turn of an earlier conversation with the start of the turn that answered it."""
 
@@ -125,6 +124,7 @@ class RoundRead(BaseModel):
     """`speaker: text` per turn, the reply cut to its first 200 characters."""
     occurred_at: datetime
     created_at: datetime
+
 
 # -- privileged writes, forget / verify / erase, working memory ---------------------------------------------
 

@@ -126,6 +126,20 @@ def test_transient_failures_retry_until_the_budget_then_dead_letter(engine, name
     assert [e["attempt"] for e in log] == [1, 3]
 
 
+def test_an_attempt_that_fails_after_a_redelivery_dead_lettered_it_keeps_its_error(engine, namespace) -> None:  # type: ignore[no-untyped-def]
+    """Attempt 2 of 2 is running when a redelivered copy finds the attempts used up and dead-letters the
+    transcript; attempt 2's error still goes into the history (once), and the row stays dead."""
+    tid = _accept(namespace, "I use Arch Linux.")
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE transcripts SET attempts=2, state='dead' WHERE id=:t"), {"t": tid})
+    for _ in range(2):
+        assert record_failure(engine, tid, "KeyError: 'turn_id'", permanent=False, max_attempts=2) is False
+    with engine.connect() as conn:
+        state, log = conn.execute(sa.text("SELECT state, attempt_log FROM transcripts WHERE id=:t"), {"t": tid}).one()
+    assert state == "dead"
+    assert [(e["attempt"], e["error"]) for e in log] == [(2, "KeyError: 'turn_id'")]
+
+
 def test_a_second_slot_the_value_fills_is_stored_and_searchable(clients, engine, namespace) -> None:  # type: ignore[no-untyped-def]
     from pipeline.extract import extract_facts
     from pipeline.slots import topic_words
@@ -161,8 +175,35 @@ def test_backfill_builds_the_rounds_an_older_release_did_not_write(clients, engi
     report = backfill_rounds(engine, clients.embedder, batch_size=2)
     assert report.rounds >= 1
     with engine.connect() as conn:
-        assert conn.execute(sa.text("SELECT text, search_text FROM rounds WHERE transcript_id=:t"), {"t": tid}).one() == before
+        assert (
+            conn.execute(sa.text("SELECT text, search_text FROM rounds WHERE transcript_id=:t"), {"t": tid}).one()
+            == before
+        )
         assert conn.execute(count, {"t": tid}).scalar() == 1
     backfill_rounds(engine, clients.embedder)  # twice: nothing more
     with engine.connect() as conn:
         assert conn.execute(count, {"t": tid}).scalar() == 1
+
+
+def test_a_time_the_question_names_brings_the_conversations_of_that_time_first(clients, engine, namespace) -> None:  # type: ignore[no-untyped-def]
+    from hindsight.config import RetrievalSettings
+    from hindsight.db.engine import read_session
+    from hindsight.services.recall import recall_episodes, recall_rounds
+
+    text = "I cooked a Thai green curry for my neighbours."
+    old, new = _accept(namespace, text, days_ago=100), _accept(namespace, text, days_ago=3)
+    for tid in (old, new):
+        distill_transcript(tid, clients=clients, engine=engine)
+    month = (datetime.now(UTC) - timedelta(days=100)).strftime("%B")
+    settings = RetrievalSettings()
+    with read_session(engine) as session:
+        for search in (recall_rounds, recall_episodes):
+            plain = search(session, namespace, "What did I cook?", embedder=clients.embedder, settings=settings).hits
+            dated = search(
+                session, namespace, f"What did I cook in {month}?", embedder=clients.embedder, settings=settings
+            ).hits
+            unit = [h.round if hasattr(h, "round") else h.episode for h in plain]
+            assert [u.transcript_id for u in unit] == [new, old]  # same text: the newer first
+            unit = [h.round if hasattr(h, "round") else h.episode for h in dated]
+            assert [u.transcript_id for u in unit] == [old, new], search.__name__
+            assert dated[0].score > dated[1].score

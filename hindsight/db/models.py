@@ -14,6 +14,7 @@ from sqlalchemy import (
     DateTime,
     Float,
     ForeignKey,
+    Index,
     Integer,
     MetaData,
     String,
@@ -92,10 +93,13 @@ class RoundRow(Base):
     (pipeline.rounds): a retrievable unit keyed by its text and by the facts distilled from it."""
 
     __tablename__ = "rounds"
-    __table_args__ = (UniqueConstraint("transcript_id", "seq"),)
+    __table_args__ = (
+        UniqueConstraint("transcript_id", "seq"),
+        Index("ix_rounds_namespace_occurred_at", "namespace", "occurred_at"),
+    )
 
     id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True, default=_uuid)
-    namespace: Mapped[str] = mapped_column(String(128), index=True)
+    namespace: Mapped[str] = mapped_column(String(128))
     transcript_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("transcripts.id", ondelete="CASCADE"), index=True)
     seq: Mapped[int] = mapped_column(Integer)
     """The user turn's position in the transcript."""

@@ -291,6 +291,7 @@ class RecallRepository:
         limit: int,
         exact_max_rows: int,
         max_ef: int,
+        window: tuple[datetime, datetime] | None = None,
     ) -> list[dict[str, Any]]:
         """Up to `limit` episodes of `namespace` nearest to `embedding` plus up to `limit` best keyword matches,
         in one statement (EpisodeRead columns, `cosine` and `keyword`, as `candidates` does for memories). The
@@ -298,7 +299,15 @@ class RecallRepository:
         episodes (no embedding, no text) are left out; an exact scan sorts their NULL distances last."""
         cols = "e.id, e.transcript_id, e.summary, e.entities, e.turn_ids, e.backend, e.occurred_at, e.created_at"
         return self._unit_candidates(
-            "episodes", cols, namespace, embedding, terms, limit=limit, exact_max_rows=exact_max_rows, max_ef=max_ef
+            "episodes",
+            cols,
+            namespace,
+            embedding,
+            terms,
+            limit=limit,
+            exact_max_rows=exact_max_rows,
+            max_ef=max_ef,
+            window=window,
         )
 
     def round_candidates(
@@ -310,11 +319,20 @@ class RecallRepository:
         limit: int,
         exact_max_rows: int,
         max_ef: int,
+        window: tuple[datetime, datetime] | None = None,
     ) -> list[dict[str, Any]]:
         """As `episode_candidates`, over the namespace's rounds (RoundRead columns, ix_rounds_embedding_hnsw)."""
         cols = "r.id, r.transcript_id, r.seq, r.turn_ids, r.text, r.occurred_at, r.created_at"
         return self._unit_candidates(
-            "rounds", cols, namespace, embedding, terms, limit=limit, exact_max_rows=exact_max_rows, max_ef=max_ef
+            "rounds",
+            cols,
+            namespace,
+            embedding,
+            terms,
+            limit=limit,
+            exact_max_rows=exact_max_rows,
+            max_ef=max_ef,
+            window=window,
         )
 
     def _unit_candidates(
@@ -328,8 +346,10 @@ class RecallRepository:
         limit: int,
         exact_max_rows: int,
         max_ef: int,
+        window: tuple[datetime, datetime] | None = None,
     ) -> list[dict[str, Any]]:
-        """The hybrid candidates of an episode-like table (no states): nearest plus best keyword matches."""
+        """The hybrid candidates of an episode-like table (no states): nearest plus best keyword matches, and,
+        with a `window` (a time the query names), the nearest of the rows that took place within it."""
         alias = {"episodes": "e", "rounds": "r"}[table]
         ns_rows, total = self._sizes_of(table, namespace)
         plan = choose_plan(
@@ -337,8 +357,20 @@ class RecallRepository:
         )
         params: dict[str, Any] = {"ns": namespace, "qv": _vec(embedding), "n": limit, "ef": plan.ef_search}
         kw_expr, keyword_cte, union = _keyword_side(terms, params, table, f"{alias}.occurred_at DESC")
+        window_cte = ""
+        if window is not None:
+            params["ws"], params["we"] = window
+            # An exact scan of the namespace's rows in the window (ix_{table}_namespace_occurred_at).
+            window_cte = f"""
+            w AS (
+                SELECT id FROM {table}
+                WHERE namespace = :ns AND occurred_at >= :ws AND occurred_at < :we AND embedding IS NOT NULL
+                ORDER BY (embedding <=> CAST(:qv AS vector)) + 0
+                LIMIT :n
+            ),"""
+            union += " UNION SELECT id FROM w"
         sql = f"""
-            WITH {keyword_cte}
+            WITH {keyword_cte}{window_cte}
             v AS ({self._vector_ids(plan, table, by_state=False)})
             SELECT {cols},
                    1 - ({alias}.embedding <=> CAST(:qv AS vector)) AS cosine,

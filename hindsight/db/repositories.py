@@ -18,9 +18,9 @@ from hindsight.db.models import (
     AuditRow,
     ConflictRow,
     EpisodeRow,
-    RoundRow,
     MemoryRow,
     ProvenanceRow,
+    RoundRow,
     TranscriptRow,
 )
 
@@ -222,7 +222,9 @@ class RoundRepository:
         self.session.add_all(list(rows))
 
     def exists_for(self, transcript_id: uuid.UUID) -> bool:
-        return self.session.execute(select(RoundRow.id).where(RoundRow.transcript_id == transcript_id)).first() is not None
+        return (
+            self.session.execute(select(RoundRow.id).where(RoundRow.transcript_id == transcript_id)).first() is not None
+        )
 
     def delete_covering(self, namespace: str, turns: dict[uuid.UUID, set[str]]) -> int:
         """Erase support: delete the rounds of `namespace` that show one of `turns` (transcript id -> turn ids);
@@ -257,7 +259,9 @@ class RoundRepository:
     def count_for_transcripts(self, namespace: str, transcript_ids: Sequence[uuid.UUID]) -> int:
         if not transcript_ids:
             return 0
-        stmt = select(func.count()).where(RoundRow.namespace == namespace, RoundRow.transcript_id.in_(list(transcript_ids)))
+        stmt = select(func.count()).where(
+            RoundRow.namespace == namespace, RoundRow.transcript_id.in_(list(transcript_ids))
+        )
         return int(self.session.execute(stmt).scalar_one())
 
 

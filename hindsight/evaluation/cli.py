@@ -126,7 +126,10 @@ def _evidence(suite: str, loader, file: Path, limit, external, data_dir, concurr
 
 
 EpisodesOption = Annotated[
-    bool, typer.Option("--episodes/--no-episodes", help="Recall episode summaries and rounds beside the memories (as /context does).")
+    bool,
+    typer.Option(
+        "--episodes/--no-episodes", help="Recall episode summaries and rounds beside the memories (as /context does)."
+    ),
 ]
 
 

@@ -51,7 +51,15 @@ def failures_text(cases: Sequence[CaseScore], stored: dict[str, list[str]], limi
 def evidence_table(metrics: dict[str, Any]) -> Table:
     systems = tuple(
         s
-        for s in ("hindsight", "hindsight_memories", "hindsight_episodes", "hindsight_rounds", "dense_turns", "bm25_turns", "hybrid_turns")
+        for s in (
+            "hindsight",
+            "hindsight_memories",
+            "hindsight_episodes",
+            "hindsight_rounds",
+            "dense_turns",
+            "bm25_turns",
+            "hybrid_turns",
+        )
         if s in metrics
     )
     keys = (

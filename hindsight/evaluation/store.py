@@ -166,8 +166,10 @@ def retrieve(
     settings: Settings,
     top_k: int,
     min_score: float | None = None,
+    now: datetime | None = None,
 ) -> list[Hit]:
-    """Memories for `query`, best first, as the API's search would return them, with provenance."""
+    """Memories for `query`, best first, as the API's search would return them, with provenance (`now`: when
+    the question is asked)."""
     if RETRIEVAL == "hybrid":
         from hindsight.services.recall import recall
 
@@ -180,6 +182,7 @@ def retrieve(
             top_k=top_k,
             min_score=min_score,
             record_access=False,
+            now=now,
         )
         return [Hit(h.memory, h.score, frozenset(t for p in h.provenance for t in p.turn_ids)) for h in result.hits]
     from hindsight.services.memories import search_memories
@@ -211,13 +214,21 @@ class RoundHit:
 
 
 def episode_search(
-    session: object, namespace: str, query: str, vector: list[float], k: int, *, embedder: Embedder, settings: Settings
+    session: object,
+    namespace: str,
+    query: str,
+    vector: list[float],
+    k: int,
+    *,
+    embedder: Embedder,
+    settings: Settings,
+    now: datetime | None = None,
 ) -> list[EpisodeHit]:
     """Episode summaries that best match the query, as the API's /episodes/search returns them."""
     from hindsight.services.recall import recall_episodes
 
     result = recall_episodes(
-        session, namespace, query, embedder=embedder, settings=settings.retrieval, top_k=k, query_vector=vector
+        session, namespace, query, embedder=embedder, settings=settings.retrieval, top_k=k, query_vector=vector, now=now
     )
     return [
         EpisodeHit(h.episode.summary, h.episode.occurred_at, frozenset(h.episode.turn_ids), h.score)
@@ -226,12 +237,20 @@ def episode_search(
 
 
 def round_search(
-    session: object, namespace: str, query: str, vector: list[float], k: int, *, embedder: Embedder, settings: Settings
+    session: object,
+    namespace: str,
+    query: str,
+    vector: list[float],
+    k: int,
+    *,
+    embedder: Embedder,
+    settings: Settings,
+    now: datetime | None = None,
 ) -> list[RoundHit]:
     """Rounds (a user turn and the start of its reply) that best match the query, as /rounds/search returns them."""
     from hindsight.services.recall import recall_rounds
 
     result = recall_rounds(
-        session, namespace, query, embedder=embedder, settings=settings.retrieval, top_k=k, query_vector=vector
+        session, namespace, query, embedder=embedder, settings=settings.retrieval, top_k=k, query_vector=vector, now=now
     )
     return [RoundHit(h.round.text, h.round.occurred_at, frozenset(h.round.turn_ids), h.score) for h in result.hits]

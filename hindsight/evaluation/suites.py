@@ -30,11 +30,10 @@ from hindsight.evaluation.render import (
     tokenizer_name,
 )
 from hindsight.evaluation.runtime import Runtime
-from hindsight.services.context import assembly_order, evidence_stream
 from hindsight.evaluation.scoring import (
+    RETRIEVAL_BUDGETS,
     CaseScore,
     QueryRun,
-    RETRIEVAL_BUDGETS,
     RankedItem,
     budget_recall,
     distill_metrics,
@@ -43,6 +42,7 @@ from hindsight.evaluation.scoring import (
     rank_scores,
     score_case,
 )
+from hindsight.services.context import assembly_order, evidence_stream
 from schemas.events import TranscriptIn
 
 QUERY_CHARS = 2000
@@ -268,15 +268,17 @@ def run_evidence(
             dense = DenseIndex(texts, embedder)
             bm25 = BM25Index(texts)
             ns = namespaces[c.conv_id]
+            last = max((s.occurred_at for s in c.sessions if s.occurred_at is not None), default=None)
             for q in c.questions:
                 query = q.question[-QUERY_CHARS:]
+                asked = q.asked_at or last  # a question without a date is asked after the last session
                 qv = embedder.embed([query])[0]
                 dense_order = dense.rank(query, RETRIEVE_DEPTH, query_vector=qv)
                 bm25_order = bm25.rank(query, RETRIEVE_DEPTH)
                 dense_ranking = [items[i] for i in dense_order]
                 ref = float(sum(it.tokens for it in dense_ranking[:10]))  # what dense's top 10 costs here
                 with read_session(rt.engine) as session:
-                    memories, episodes, rounds = _hindsight_rankings(session, ns, query, qv, embedder, rt)
+                    memories, episodes, rounds = _hindsight_rankings(session, ns, query, qv, embedder, rt, asked)
                 rankings = {
                     "dense_turns": dense_ranking,
                     "bm25_turns": [items[i] for i in bm25_order],
@@ -284,7 +286,9 @@ def run_evidence(
                         items[i] for i in reciprocal_rank_fusion([dense_order, bm25_order], RETRIEVE_DEPTH)
                     ],
                     # As /context assembles them (services/context.py), before its budget.
-                    "hindsight": assembly_order(memories, evidence_stream(rounds, episodes) if use_episodes else [], _turns),
+                    "hindsight": assembly_order(
+                        memories, evidence_stream(rounds, episodes) if use_episodes else [], _turns
+                    ),
                     "hindsight_memories": memories,
                     "hindsight_episodes": episodes,
                     "hindsight_rounds": rounds,
@@ -330,12 +334,12 @@ def _turns(item: RankedItem) -> frozenset[str]:
 
 
 def _hindsight_rankings(
-    session: object, ns: str, query: str, qv: list[float], embedder: Any, rt: Runtime
+    session: object, ns: str, query: str, qv: list[float], embedder: Any, rt: Runtime, now: datetime | None = None
 ) -> tuple[list[RankedItem], list[RankedItem], list[RankedItem]]:
     """Memories as the API recalls them, and the episode summaries and rounds nearest the query, each with the
     turns it credits."""
     hits = store.retrieve(
-        session, ns, query, embedder=embedder, settings=rt.settings, top_k=RETRIEVE_DEPTH, min_score=0.0
+        session, ns, query, embedder=embedder, settings=rt.settings, top_k=RETRIEVE_DEPTH, min_score=0.0, now=now
     )
     memories = [
         RankedItem(h.turn_ids, count_tokens(render_memory(h.memory.value, at=h.memory.last_verified_at)), h.score)
@@ -343,11 +347,13 @@ def _hindsight_rankings(
     ]
     episodes = [
         RankedItem(e.turn_ids, count_tokens(render_episode(e.summary, at=e.occurred_at)), e.score)
-        for e in store.episode_search(session, ns, query, qv, 10, embedder=embedder, settings=rt.settings)
+        for e in store.episode_search(session, ns, query, qv, 10, embedder=embedder, settings=rt.settings, now=now)
     ]
     rounds = [
         RankedItem(r.turn_ids, count_tokens(render_round(r.text, at=r.occurred_at)), r.score)
-        for r in store.round_search(session, ns, query, qv, RETRIEVE_DEPTH, embedder=embedder, settings=rt.settings)
+        for r in store.round_search(
+            session, ns, query, qv, RETRIEVE_DEPTH, embedder=embedder, settings=rt.settings, now=now
+        )
     ]
     return memories, episodes, rounds
 

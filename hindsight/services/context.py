@@ -59,9 +59,7 @@ def evidence_stream(*streams: Sequence[S]) -> list[S]:
     return [item for _, _, item in merged]
 
 
-def assembly_order(
-    memories: Sequence[T], evidence: Sequence[T], turns_of: Callable[[T], Collection[str]]
-) -> list[T]:
+def assembly_order(memories: Sequence[T], evidence: Sequence[T], turns_of: Callable[[T], Collection[str]]) -> list[T]:
     """The order candidates are offered to a budget in: the best memory, the best piece of evidence (round or
     episode, `evidence_stream`), the second of each, and so on; once one side is spent, the rest of the other.
     A piece of evidence whose turns (`turns_of`) were all shown by earlier items is left out, so no two carry
@@ -170,7 +168,9 @@ def _episode_line(hit: EpisodeHit, now: datetime | None) -> str:
 def _round_line(hit: RoundHit, now: datetime | None) -> str:
     r = hit.round
     days = hit.age_days if now is None else max(0.0, (now - r.occurred_at).total_seconds() / 86400)
-    return f"- ({r.occurred_at:%Y-%m-%d}, {_age(days)}) {' | '.join(' '.join(x.split()) for x in r.text.splitlines())}\n"
+    return (
+        f"- ({r.occurred_at:%Y-%m-%d}, {_age(days)}) {' | '.join(' '.join(x.split()) for x in r.text.splitlines())}\n"
+    )
 
 
 def _freshness_trust(hit: RecallHit) -> float:
@@ -242,7 +242,11 @@ def render_context(
         if isinstance(cand, RecallHit):
             line, header, trial = _line(cand, now), None, ([*mem, cand], eps, rds)
         elif isinstance(cand, EpisodeHit):
-            line, header, trial = _episode_line(cand, now), EPISODES_HEADER if not eps else None, (mem, [*eps, cand], rds)
+            line, header, trial = (
+                _episode_line(cand, now),
+                EPISODES_HEADER if not eps else None,
+                (mem, [*eps, cand], rds),
+            )
         else:
             line, header, trial = _round_line(cand, now), ROUNDS_HEADER if not rds else None, (mem, eps, [*rds, cand])
         extra = count_tokens(line, model) + (count_tokens(header, model) if header else 0)

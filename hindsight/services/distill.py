@@ -95,13 +95,17 @@ def record_failure(
     now = now or datetime.now(UTC)
     with session_scope(engine) as session:
         row = TranscriptRepository(session).get(transcript_id, for_update=True)
-        if row is None or row.state in ("done", "dead"):
+        if row is None or row.state == "done":
+            return False
+        entry = {"at": now.isoformat(), "attempt": row.attempts, "error": error[:500]}
+        if row.state == "dead":
+            # Dead-lettered meanwhile (a redelivery found the attempts used up while this one ran): the attempt
+            # was counted, so its error still belongs in the history.
+            if not any(a.get("attempt") == row.attempts for a in row.attempt_log):
+                row.attempt_log = [*row.attempt_log, entry]
             return False
         row.last_error = error[:2000]
-        row.attempt_log = [
-            *row.attempt_log,
-            {"at": now.isoformat(), "attempt": row.attempts, "error": error[:500]},
-        ]
+        row.attempt_log = [*row.attempt_log, entry]
         final = permanent or row.attempts >= max_attempts
         if final:
             _dead(row, error, now)
@@ -133,7 +137,9 @@ def distill_transcript(
     distillation = clients.backend.distill(transcript)
     facts = distillation.facts
     rounds = split_rounds(transcript, [(f.turn_ids, f.value) for f in facts if f.state != MemoryState.quarantined])
-    vectors = clients.embedder.embed([f.value for f in facts] + [distillation.summary.text] + [r.embed_text for r in rounds])
+    vectors = clients.embedder.embed(
+        [f.value for f in facts] + [distillation.summary.text] + [r.embed_text for r in rounds]
+    )
     embedded = [EmbeddedFact(fact=f, embedding=v) for f, v in zip(facts, vectors[: len(facts)], strict=True)]
     summary_vec = vectors[len(facts)]
     round_vecs = vectors[len(facts) + 1 :]

@@ -37,7 +37,7 @@ import math
 import threading
 import uuid
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, time
 from typing import Any
 
 import structlog
@@ -49,6 +49,7 @@ from hindsight.db.recall_repository import Candidate, RecallRepository
 from hindsight.errors import InvalidInput
 from hindsight.textsearch import query_terms
 from pipeline.base import Embedder
+from pipeline.timeref import Span, time_window
 from schemas.inputs import unstorable_reason
 from schemas.memories import EpisodeRead, MemoryRead, ProvenanceRead, RoundRead
 from schemas.pipeline import MemoryState
@@ -372,6 +373,25 @@ def recall_rounds(
     return RoundRecallResult(query=query, hits=hits)
 
 
+def _search_window(span: Span) -> tuple[datetime, datetime]:
+    """Where conversations about `span` took place: from its start to one more of its length after its end
+    (what happened last week is often told this week), as UTC instants."""
+    start = datetime.combine(span.start, time.min, tzinfo=UTC)
+    end = datetime.combine(span.end + (span.end - span.start), time.min, tzinfo=UTC)
+    return start, end
+
+
+def time_part(at: datetime, span: Span) -> float:
+    """1 for a conversation inside the search window of the time the query names, halving with every length of
+    that time it lies outside (a conversation a month before "last week" scores about 0)."""
+    start, end = _search_window(span)
+    if start <= at < end:
+        return 1.0
+    length = (span.end - span.start).total_seconds() or 86400.0
+    off = (start - at).total_seconds() if at < start else (at - end).total_seconds()
+    return round(0.5 ** (off / length), 4)
+
+
 def _days(now: datetime, at: datetime) -> float:
     return round(max(0.0, (now - at).total_seconds() / 86400.0), 3)
 
@@ -395,6 +415,8 @@ def _units(
     profile = model_profile(embedder.name)
     repo = RecallRepository(session)  # type: ignore[arg-type]
     terms = _weighted_terms(repo, table, namespace, query, settings)
+    span = time_window(query, now)
+    window = _search_window(span) if span is not None else None
     fetch = repo.episode_candidates if table == "episodes" else repo.round_candidates
     rows = fetch(
         namespace,
@@ -403,12 +425,15 @@ def _units(
         limit=max(settings.candidates, k),
         exact_max_rows=settings.episode_exact_scan_max_rows,
         max_ef=settings.max_ef_search,
+        window=window,
     )
-    weights = (settings.vector_weight + settings.keyword_weight) or 1.0
+    time_weight = settings.recency_weight if span is not None else 0.0
+    weights = (settings.vector_weight + settings.keyword_weight + time_weight) or 1.0
     scored = []
     for row in rows:
         vec, kw = vector_part(float(row["cosine"]), profile), min(1.0, max(0.0, float(row["keyword"] or 0.0)))
-        score = (settings.vector_weight * vec + settings.keyword_weight * kw) / weights
+        when = time_part(row["occurred_at"], span) if span is not None else 0.0
+        score = (settings.vector_weight * vec + settings.keyword_weight * kw + time_weight * when) / weights
         scored.append((round(score, 4), round(vec, 4), round(kw, 4), row))
     scored.sort(key=lambda s: (-s[0], -float(s[3]["cosine"]), -s[3]["occurred_at"].timestamp(), str(s[3]["id"])))
     return query, now, scored[:k]

@@ -58,7 +58,8 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name="pk_rounds"),
         sa.UniqueConstraint("transcript_id", "seq", name="uq_rounds_transcript_id"),
     )
-    op.create_index("ix_rounds_namespace", "rounds", ["namespace"])
+    # Namespace first, then time: a query that names a time (pipeline.timeref.time_window) scans its window only.
+    op.create_index("ix_rounds_namespace_occurred_at", "rounds", ["namespace", "occurred_at"])
     op.create_index("ix_rounds_transcript_id", "rounds", ["transcript_id"])
     op.create_index("ix_rounds_content_tsv", "rounds", ["content_tsv"], postgresql_using="gin")
     op.create_index(

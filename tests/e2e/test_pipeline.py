@@ -366,7 +366,10 @@ def test_episode_search_finds_the_conversation_by_what_was_said_in_passing(stack
     packing = httpx.get(rounds_url, params={"q": "packing list for a weekend"}, timeout=30).json()["hits"][0]
     assert packing["round"]["turn_ids"] == ["0", "1"]  # the question with the start of its answer
     assert "assistant: Sure: layers" in packing["round"]["text"]
-    assert found[0]["round"]["id"] in block["round_ids"] or found[0]["round"]["turn_ids"][0] in hits[0]["episode"]["turn_ids"]
+    assert (
+        found[0]["round"]["id"] in block["round_ids"]
+        or found[0]["round"]["turn_ids"][0] in hits[0]["episode"]["turn_ids"]
+    )
     bare = httpx.get(
         ctx_url, params={"q": "Which race did I run in Kyoto?", "episodes": "false", "rounds": "false"}, timeout=30
     ).json()

@@ -31,7 +31,8 @@ def test_each_user_turn_is_a_round_with_the_start_of_its_reply() -> None:
     assert [r.seq for r in rounds] == [0, 2]
     first = rounds[0].text.splitlines()
     assert first[0] == "user: I adopted a greyhound called Pixel."
-    assert first[1].startswith("assistant: Great choice.") and len(first[1]) <= len("assistant: ") + REPLY_CHARS
+    assert first[1].startswith("assistant: Great choice.")
+    assert len(first[1]) <= len("assistant: ") + REPLY_CHARS
     assert first[1].endswith("…")
     assert reply.split()[-1] in rounds[0].key  # the key keeps the whole reply for full-text search
 
@@ -64,7 +65,9 @@ def test_in_a_chat_between_two_people_the_other_persons_turn_answers() -> None:
 def test_the_facts_taken_from_a_round_are_in_its_key_not_in_its_text() -> None:
     fact = (["t2"], "User lives in Leeds")
     rounds = split_rounds(
-        _transcript(("user", "Hi"), ("assistant", "Hello!"), ("user", "We finally settled in Leeds."), ("assistant", "Nice")),
+        _transcript(
+            ("user", "Hi"), ("assistant", "Hello!"), ("user", "We finally settled in Leeds."), ("assistant", "Nice")
+        ),
         [fact, fact],
     )
     assert "User lives in Leeds" not in rounds[0].key

@@ -1,14 +1,15 @@
-"""Relative time in memory values is resolved against the conversation's time, at the precision it was said."""
+"""Relative time in memory values is resolved against the conversation's time, at the precision it was said; the
+time a question names is resolved against when it is asked."""
 
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 import pytest
 
 from pipeline.extract import extract_facts
-from pipeline.timeref import resolve_relative_time
+from pipeline.timeref import Span, resolve_relative_time, time_window
 from schemas.pipeline import Transcript, Turn
 
 AT = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)  # a Tuesday
@@ -51,3 +52,43 @@ def test_a_memory_value_holds_no_relative_time() -> None:
     assert any("PostgreSQL" in v for v in values)
     assert not any("上个月" in v for v in values)
     assert any("2026年11月" in v for v in values if "PostgreSQL" in v)
+
+
+NOW = date(2026, 3, 18)  # a Wednesday
+
+
+@pytest.mark.parametrize(
+    ("question", "start", "end", "unit"),
+    [
+        ("What did I buy last month?", date(2026, 2, 1), date(2026, 3, 1), "month"),
+        ("where did I go last weekend", date(2026, 3, 9), date(2026, 3, 16), "week"),
+        ("what did I eat yesterday", date(2026, 3, 17), date(2026, 3, 18), "day"),
+        ("what happened three weeks ago", date(2026, 2, 23), date(2026, 3, 2), "week"),
+        ("Where was I in May 2023?", date(2023, 5, 1), date(2023, 6, 1), "month"),
+        ("what did I say on May 5, 2023", date(2023, 5, 5), date(2023, 5, 6), "day"),
+        ("what did I read in May", date(2025, 5, 1), date(2025, 6, 1), "month"),  # the latest May before now
+        ("in 2022, where did I live", date(2022, 1, 1), date(2023, 1, 1), "year"),
+        ("两个月前我在做什么", date(2026, 1, 1), date(2026, 2, 1), "month"),
+        ("上周末我去了哪里", date(2026, 3, 9), date(2026, 3, 16), "week"),
+        ("我2024年3月去了哪", date(2024, 3, 1), date(2024, 4, 1), "month"),
+        ("我3月2日做了什么", date(2026, 3, 2), date(2026, 3, 3), "day"),
+        ("去年我买了什么", date(2025, 1, 1), date(2026, 1, 1), "year"),
+        ("what did I do last week and yesterday", date(2026, 3, 9), date(2026, 3, 18), "week"),  # both, coarsest
+    ],
+)
+def test_a_question_names_a_stretch_of_time(question: str, start: date, end: date, unit: str) -> None:
+    assert time_window(question, NOW) == Span(start, end, unit)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "May I ask what I said?",
+        "what have I been reading recently",
+        "我最近在忙什么",
+        "what is 2023 minus 5",
+        "February 30, 2024",
+    ],
+)
+def test_no_fixed_time_names_no_window(question: str) -> None:
+    assert time_window(question, NOW) is None

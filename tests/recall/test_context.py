@@ -193,7 +193,9 @@ def test_episodes_alone_make_a_block() -> None:
 
 def _round(text: str, days_ago: float, score: float, *, transcript: uuid.UUID, turns: list[str]) -> RoundHit:
     at = datetime.now(UTC) - timedelta(days=days_ago)
-    r = RoundRead(id=uuid.uuid4(), transcript_id=transcript, seq=0, turn_ids=turns, text=text, occurred_at=at, created_at=at)
+    r = RoundRead(
+        id=uuid.uuid4(), transcript_id=transcript, seq=0, turn_ids=turns, text=text, occurred_at=at, created_at=at
+    )
     return RoundHit(round=r, score=score, cosine=score / 2, age_days=days_ago)
 
 
@@ -201,10 +203,20 @@ def test_rounds_and_episodes_share_one_ranking_and_never_repeat_a_turn() -> None
     trip, cake = uuid.uuid4(), uuid.uuid4()
     ep = _episode(EPISODES[0][0], 3, 0.6).model_copy()
     ep.episode.transcript_id, ep.episode.turn_ids = trip, ["0", "1", "2"]
-    best = _round("user: I just got back from Kyoto where I ran a 10K.\nassistant: Congrats!", 3, 0.8, transcript=trip, turns=["2", "3"])
-    inside = _round("user: Can you suggest a packing list?", 3, 0.5, transcript=trip, turns=["0"])  # the episode shows it
+    best = _round(
+        "user: I just got back from Kyoto where I ran a 10K.\nassistant: Congrats!",
+        3,
+        0.8,
+        transcript=trip,
+        turns=["2", "3"],
+    )
+    inside = _round(
+        "user: Can you suggest a packing list?", 3, 0.5, transcript=trip, turns=["0"]
+    )  # the episode shows it
     same_id_elsewhere = _round("user: 我上周烤了一个抹茶蛋糕。", 30, 0.4, transcript=cake, turns=["0"])
-    block = render_context([], budget_tokens=4000, model="gpt-4o-mini", episodes=[ep], rounds=[best, inside, same_id_elsewhere])
+    block = render_context(
+        [], budget_tokens=4000, model="gpt-4o-mini", episodes=[ep], rounds=[best, inside, same_id_elsewhere]
+    )
     assert block.round_ids == [best.round.id, same_id_elsewhere.round.id]  # `inside` carries nothing new
     assert block.episode_ids == [ep.episode.id]
     assert not block.truncated
@@ -213,7 +225,8 @@ def test_rounds_and_episodes_share_one_ranking_and_never_repeat_a_turn() -> None
     assert "抹茶蛋糕" in block.text
     # Under a budget for one item, the best of rounds and episodes by score is the one offered first.
     small = render_context([], budget_tokens=MIN_BUDGET_TOKENS + 30, model="gpt-4o-mini", episodes=[ep], rounds=[best])
-    assert small.round_ids == [best.round.id] and small.episode_ids == []
+    assert small.round_ids == [best.round.id]
+    assert small.episode_ids == []
     assert small.truncated
 
 
