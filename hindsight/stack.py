@@ -140,6 +140,7 @@ def run_stack(
             _show(engine, sorted({e.namespace for e in events}), out)
             out.print(
                 f"\nAsk the API:  curl '{base}/v1/namespaces/{events[0].namespace}/search?q=database'\n"
+                f"              curl '{base}/v1/namespaces/{events[0].namespace}/rounds/search?q=database'\n"
                 f"Logs: {settings.process_log_dir}"
             )
         if once:
@@ -205,7 +206,7 @@ def _wait_distilled(stack: Stack, engine, ids, console: Console, *, timeout: flo
 def _show(engine, namespaces: list[str], out: Console) -> None:  # type: ignore[no-untyped-def]
     from hindsight.cli import memory_table
     from hindsight.db.engine import read_session
-    from hindsight.services.memories import list_episodes, list_memories
+    from hindsight.services.memories import count_rounds, list_episodes, list_memories
 
     with read_session(engine) as session:
         for ns in namespaces:
@@ -213,3 +214,4 @@ def _show(engine, namespaces: list[str], out: Console) -> None:  # type: ignore[
             out.print(memory_table(page.items, title=f"\nnamespace {ns}: {page.total} memories distilled"))
             for ep in list_episodes(session, ns, limit=10):
                 out.print(f"  episode: {ep.summary[:160]}")
+            out.print(f"  rounds kept for search: {count_rounds(session, ns)}")

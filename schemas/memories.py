@@ -73,10 +73,28 @@ class ConflictRead(BaseModel):
     created_at: datetime
 
 
+class RoundRead(BaseModel):
+    """One user turn of an earlier conversation with the start of the turn that answered it."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: uuid.UUID
+    transcript_id: uuid.UUID
+    seq: int
+    """The user turn's position in its transcript."""
+    turn_ids: list[str]
+    text: str
+    """`speaker: text` per turn, the reply cut to its first 200 characters."""
+    occurred_at: datetime
+    created_at: datetime
+
+
 class MemoryDetail(MemoryRead):
     provenance: list[ProvenanceRead]
     history: list[AuditRead]
     conflicts: list[ConflictRead]
+    rounds: list[RoundRead] = []
+    """The rounds that show the turns the memory came from (what was said, as it was said), oldest first."""
 
 
 class MemoryPage(BaseModel):
@@ -106,22 +124,6 @@ class EpisodeRead(BaseModel):
     entities: list[str]
     turn_ids: list[str]
     backend: str
-    occurred_at: datetime
-    created_at: datetime
-
-
-class RoundRead(BaseModel):
-    """One user turn of an earlier conversation with the start of the turn that answered it."""
-
-    model_config = ConfigDict(from_attributes=True)
-
-    id: uuid.UUID
-    transcript_id: uuid.UUID
-    seq: int
-    """The user turn's position in its transcript."""
-    turn_ids: list[str]
-    text: str
-    """`speaker: text` per turn, the reply cut to its first 200 characters."""
     occurred_at: datetime
     created_at: datetime
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 
 from pydantic import BaseModel, Field
@@ -55,6 +56,8 @@ class EpisodeHit(BaseModel):
     cosine: float
     age_days: float
     """Days since the conversation took place (at the time of the query)."""
+    time: float | None = None
+    """How close the conversation is to the time the query names (1 inside it), or None when it names none."""
 
     @property
     def content(self) -> str:
@@ -64,6 +67,15 @@ class EpisodeHit(BaseModel):
 class EpisodeRecallResult(BaseModel):
     query: str
     hits: list[EpisodeHit]
+
+
+class RoundMemory(BaseModel):
+    """A memory distilled from a round's turns."""
+
+    id: uuid.UUID
+    key: str
+    value: str
+    state: str
 
 
 class RoundHit(BaseModel):
@@ -77,6 +89,10 @@ class RoundHit(BaseModel):
     cosine: float
     age_days: float
     """Days since the conversation took place (at the time of the query)."""
+    time: float | None = None
+    """How close the conversation is to the time the query names (1 inside it), or None when it names none."""
+    memories: list[RoundMemory] = []
+    """The memories distilled from the round's turns (active, stale or archived), oldest first."""
 
     @property
     def content(self) -> str:

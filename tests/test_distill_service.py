@@ -81,6 +81,13 @@ def test_a_round_is_found_by_the_facts_taken_from_it(clients, engine, namespace)
         ).hits
     assert [h.round.transcript_id for h in hits] == [tid]
     assert hits[0].keyword == 1.0
+    assert [m.value for m in hits[0].memories] == [value]  # the round shows the memory it produced
+    assert hits[0].time is None  # the query names no time
+    from hindsight.services.memories import get_memory
+
+    with read_session(engine) as session:
+        detail = get_memory(session, namespace, hits[0].memories[0].id)
+    assert [r.id for r in detail.rounds] == [hits[0].round.id]  # and the memory brings the round it came from
 
 
 def test_an_older_transcript_distilled_late_does_not_override_newer_knowledge(clients, engine, namespace) -> None:  # type: ignore[no-untyped-def]
@@ -166,19 +173,34 @@ def test_a_second_slot_the_value_fills_is_stored_and_searchable(clients, engine,
 def test_backfill_builds_the_rounds_an_older_release_did_not_write(clients, engine, namespace) -> None:  # type: ignore[no-untyped-def]
     from hindsight.services.rounds import backfill_rounds
 
-    tid = _accept(namespace, "I have been learning the cello for two years now.")
+    event = parse_event(
+        {
+            "namespace": namespace,
+            "turns": [
+                {"role": "user", "content": "I have been learning the cello for two years now."},
+                {"role": "assistant", "content": "Two years is when it starts to sound good. Which piece next?"},
+            ],
+        }
+    )
+    tid = publish_transcripts([event], send=lambda ids: 0)[0].id
     distill_transcript(tid, clients=clients, engine=engine)
     count = sa.text("SELECT count(*) FROM rounds WHERE transcript_id=:t")
     with engine.begin() as conn:
-        before = conn.execute(sa.text("SELECT text, search_text FROM rounds WHERE transcript_id=:t"), {"t": tid}).one()
+        before = conn.execute(
+            sa.text("SELECT text, search_text, embedding::text FROM rounds WHERE transcript_id=:t"), {"t": tid}
+        ).one()
         conn.execute(sa.text("DELETE FROM rounds WHERE transcript_id=:t"), {"t": tid})  # as before migration 0010
     report = backfill_rounds(engine, clients.embedder, batch_size=2)
     assert report.rounds >= 1
     with engine.connect() as conn:
-        assert (
-            conn.execute(sa.text("SELECT text, search_text FROM rounds WHERE transcript_id=:t"), {"t": tid}).one()
-            == before
-        )
+        after = conn.execute(
+            sa.text(
+                "SELECT text, search_text, 1 - (embedding <=> CAST(:v AS vector)) FROM rounds WHERE transcript_id=:t"
+            ),
+            {"t": tid, "v": before[2]},
+        ).one()
+        assert after[:2] == before[:2]  # the same text and key that distillation wrote
+        assert after[2] > 0.9999  # and the same embedding (batching moves the last float digits)
         assert conn.execute(count, {"t": tid}).scalar() == 1
     backfill_rounds(engine, clients.embedder)  # twice: nothing more
     with engine.connect() as conn:
@@ -207,3 +229,6 @@ def test_a_time_the_question_names_brings_the_conversations_of_that_time_first(c
             unit = [h.round if hasattr(h, "round") else h.episode for h in dated]
             assert [u.transcript_id for u in unit] == [old, new], search.__name__
             assert dated[0].score > dated[1].score
+            assert (dated[0].time, plain[0].time) == (1.0, None)
+            assert dated[1].time is not None
+            assert dated[1].time < 0.5

@@ -335,6 +335,19 @@ class RecallRepository:
             window=window,
         )
 
+    def memories_of_rounds(self, namespace: str, transcript_ids: Sequence[uuid.UUID]) -> list[dict[str, Any]]:
+        """The namespace's memories (active, stale or archived) with provenance in these transcripts: id, key,
+        value, state, and the provenance's transcript_id and turn_ids, oldest first."""
+        if not transcript_ids:
+            return []
+        sql = """
+            SELECT m.id, m.key, m.value, m.state, p.transcript_id, p.turn_ids
+            FROM memory_provenance p JOIN memories m ON m.id = p.memory_id
+            WHERE p.transcript_id = ANY(:tids) AND m.namespace = :ns AND m.state IN ('active', 'stale', 'archived')
+            ORDER BY m.created_at, m.id"""
+        params = {"tids": list(transcript_ids), "ns": namespace}
+        return [dict(r) for r in self.session.execute(text(sql), params).mappings()]
+
     def _unit_candidates(
         self,
         table: str,

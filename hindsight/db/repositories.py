@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Float, String, case, cast, delete, func, literal, or_, select, text, update
+from sqlalchemy import Float, String, and_, case, cast, delete, func, literal, or_, select, text, update
 from sqlalchemy.dialects.postgresql import array as pg_array
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.orm import Session
@@ -226,6 +226,22 @@ class RoundRepository:
             self.session.execute(select(RoundRow.id).where(RoundRow.transcript_id == transcript_id)).first() is not None
         )
 
+    def showing(self, namespace: str, turns: dict[uuid.UUID, set[str]]) -> list[RoundRow]:
+        """The rounds of `namespace` that show one of `turns` (transcript id -> turn ids), oldest first."""
+        conds = [
+            and_(RoundRow.transcript_id == tid, RoundRow.turn_ids.has_any(pg_array(sorted(ids))))
+            for tid, ids in turns.items()
+            if ids
+        ]
+        if not conds:
+            return []
+        stmt = (
+            select(RoundRow)
+            .where(RoundRow.namespace == namespace, or_(*conds))
+            .order_by(RoundRow.occurred_at, RoundRow.seq)
+        )
+        return list(self.session.execute(stmt).scalars())
+
     def delete_covering(self, namespace: str, turns: dict[uuid.UUID, set[str]]) -> int:
         """Erase support: delete the rounds of `namespace` that show one of `turns` (transcript id -> turn ids);
         returns how many."""
@@ -255,6 +271,9 @@ class RoundRepository:
             )
         )
         return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+    def count(self, namespace: str) -> int:
+        return int(self.session.execute(select(func.count()).where(RoundRow.namespace == namespace)).scalar_one())
 
     def count_for_transcripts(self, namespace: str, transcript_ids: Sequence[uuid.UUID]) -> int:
         if not transcript_ids:

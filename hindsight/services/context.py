@@ -91,6 +91,17 @@ def assembly_order(memories: Sequence[T], evidence: Sequence[T], turns_of: Calla
     return out
 
 
+class ContextItem(BaseModel):
+    """One item of the block, in the order shown, and why it was chosen."""
+
+    kind: str
+    """memory, episode or round."""
+    id: uuid.UUID
+    score: float
+    why: str
+    """The parts of its score: meaning, keywords, and recency and trust (memories) or time (a time the query named)."""
+
+
 class ContextBlock(BaseModel):
     text: str
     """Empty when nothing fits (or nothing was found): add nothing to the prompt then."""
@@ -101,6 +112,8 @@ class ContextBlock(BaseModel):
     """The episode summaries in the block (after the memories), in the order shown."""
     round_ids: list[uuid.UUID] = []
     """The rounds (turns of earlier conversations) in the block (after the episodes), in the order shown."""
+    items: list[ContextItem] = []
+    """Every item in the order shown, with why it was chosen."""
     truncated: bool
     """True when some hits were left out to stay within the budget."""
 
@@ -165,11 +178,31 @@ def _episode_line(hit: EpisodeHit, now: datetime | None) -> str:
     return f"- ({ep.occurred_at:%Y-%m-%d}, {_age(days)}) {' '.join(ep.summary.split())}\n"
 
 
-def _round_line(hit: RoundHit, now: datetime | None) -> str:
+def _round_line(hit: RoundHit, now: datetime | None, *, dated: bool = True) -> str:
+    """A round on one line (its turns joined by " | "): with its date and age, or, after another round of the
+    same conversation, indented under it without them."""
     r = hit.round
+    text = " | ".join(" ".join(x.split()) for x in r.text.splitlines())
+    if not dated:
+        return f"  {text}\n"
     days = hit.age_days if now is None else max(0.0, (now - r.occurred_at).total_seconds() / 86400)
-    return (
-        f"- ({r.occurred_at:%Y-%m-%d}, {_age(days)}) {' | '.join(' '.join(x.split()) for x in r.text.splitlines())}\n"
+    return f"- ({r.occurred_at:%Y-%m-%d}, {_age(days)}) {text}\n"
+
+
+def _by_conversation(rds: Sequence[RoundHit]) -> list[RoundHit]:
+    """Rounds grouped by conversation (the most relevant conversation first), in conversation order within it,
+    so a date is written once per conversation."""
+    groups: dict[uuid.UUID, list[RoundHit]] = {}
+    for r in rds:
+        groups.setdefault(r.round.transcript_id, []).append(r)
+    return [r for group in groups.values() for r in sorted(group, key=lambda h: h.round.seq)]
+
+
+def _rounds_text(rds: Sequence[RoundHit], now: datetime | None) -> str:
+    shown = _by_conversation(rds)
+    return "".join(
+        _round_line(r, now, dated=i == 0 or shown[i - 1].round.transcript_id != r.round.transcript_id)
+        for i, r in enumerate(shown)
     )
 
 
@@ -201,8 +234,9 @@ def render_context(
     so on; a round or summary showing only turns already shown is left out) and admitted while the whole block
     still fits; one too long for what is left is skipped, never cut. The admitted memories are shown freshest and
     most trusted first (recency x trust, then score), each with its kind, age and confidence; the episodes and
-    then the rounds follow under their own headings, most relevant first, each with its date and age. The
-    returned `tokens` is the count of the returned `text`, always <= budget_tokens.
+    then the rounds follow under their own headings, most relevant first, each with its date and age (rounds
+    grouped by conversation, in its order, with the date once). The returned `tokens` is the count of the
+    returned `text`, always <= budget_tokens.
     """
     if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int):
         raise InvalidInput("budget_tokens must be an integer")
@@ -226,7 +260,7 @@ def render_context(
         if eps:
             text += EPISODES_HEADER + "".join(_episode_line(e, now) for e in eps)
         if rds:
-            text += ROUNDS_HEADER + "".join(_round_line(r, now) for r in rds)
+            text += ROUNDS_HEADER + _rounds_text(rds, now)
         return text
 
     candidates: list[RecallHit | EpisodeHit | RoundHit] = assembly_order(
@@ -276,9 +310,23 @@ def render_context(
         tokens=tokens,
         memory_ids=[h.memory.id for h in ordered(mem)],
         episode_ids=[e.episode.id for e in eps],
-        round_ids=[r.round.id for r in rds],
+        round_ids=[r.round.id for r in _by_conversation(rds)],
+        items=[_item(h) for h in [*ordered(mem), *eps, *_by_conversation(rds)]],
         truncated=truncated,
     )
+
+
+def _item(hit: RecallHit | EpisodeHit | RoundHit) -> ContextItem:
+    if isinstance(hit, RecallHit):
+        p = hit.parts
+        why = f"meaning {p.vector:.2f}, keywords {p.keyword:.2f}, recency {p.recency:.2f}, trust {p.trust:.2f}"
+        return ContextItem(kind="memory", id=hit.memory.id, score=hit.score, why=why)
+    why = f"meaning {hit.vector:.2f}, keywords {hit.keyword:.2f}"
+    if hit.time is not None:
+        why += f", time {hit.time:.2f}"
+    if isinstance(hit, EpisodeHit):
+        return ContextItem(kind="episode", id=hit.episode.id, score=hit.score, why=why)
+    return ContextItem(kind="round", id=hit.round.id, score=hit.score, why=why)
 
 
 def assemble_context(

@@ -12,6 +12,7 @@ from hindsight.db.repositories import (
     EpisodeRepository,
     MemoryRepository,
     ProvenanceRepository,
+    RoundRepository,
 )
 from hindsight.errors import InvalidInput, NotFound
 from pipeline.base import Embedder
@@ -23,6 +24,7 @@ from schemas.memories import (
     MemoryPage,
     MemoryRead,
     ProvenanceRead,
+    RoundRead,
     SearchHit,
     SearchResult,
 )
@@ -51,9 +53,15 @@ def get_memory(session: object, namespace: str, memory_id: uuid.UUID) -> MemoryD
     row = MemoryRepository(session).get(namespace, memory_id)  # type: ignore[arg-type]
     if row is None:
         raise NotFound(f"memory {memory_id} not found")
+    provenance = ProvenanceRepository(session).for_memory(row.id)  # type: ignore[arg-type]
+    sources: dict[uuid.UUID, set[str]] = {}
+    for p in provenance:
+        if p.transcript_id is not None:
+            sources.setdefault(p.transcript_id, set()).update(p.turn_ids)
     return MemoryDetail(
         **MemoryRead.model_validate(row).model_dump(),
-        provenance=[ProvenanceRead.model_validate(p) for p in ProvenanceRepository(session).for_memory(row.id)],  # type: ignore[arg-type]
+        provenance=[ProvenanceRead.model_validate(p) for p in provenance],
+        rounds=[RoundRead.model_validate(r) for r in RoundRepository(session).showing(namespace, sources)],  # type: ignore[arg-type]
         history=[AuditRead.model_validate(a) for a in AuditRepository(session).history(row.id)],  # type: ignore[arg-type]
         conflicts=[ConflictRead.model_validate(c) for c in ConflictRepository(session).for_memory(row.id)],  # type: ignore[arg-type]
     )
@@ -87,6 +95,11 @@ def search_memories(
         query=query,
         hits=[SearchHit(memory=MemoryRead.model_validate(r), score=round(s, 4)) for r, s in found],
     )
+
+
+def count_rounds(session: object, namespace: str) -> int:
+    """How many rounds (user turns kept as retrievable units) the namespace holds."""
+    return RoundRepository(session).count(namespace)  # type: ignore[arg-type]
 
 
 def list_episodes(session: object, namespace: str, *, limit: int = 50, offset: int = 0) -> list[EpisodeRead]:

@@ -59,6 +59,7 @@ from schemas.recall import (
     RecallHit,
     RecallResult,
     RoundHit,
+    RoundMemory,
     RoundRecallResult,
     ScoreParts,
 )
@@ -337,8 +338,9 @@ def recall_episodes(
             keyword=kw,
             cosine=round(float(row["cosine"]), 4),
             age_days=_days(now, row["occurred_at"]),
+            time=when,
         )
-        for score, vec, kw, row in found
+        for score, vec, kw, when, row in found
     ]
     return EpisodeRecallResult(query=query, hits=hits)
 
@@ -359,17 +361,31 @@ def recall_rounds(
     distilled from a round's turns (key expansion), so "where does she work now" finds the turn that said so in
     other words. Rounds answer "what did I say about …" at the cost of a turn, not of a whole summary."""
     query, now, found = _units("rounds", session, namespace, query, embedder, settings, top_k, now, query_vector)
-    hits = [
-        RoundHit(
-            round=RoundRead.model_validate(row),
-            score=score,
-            vector=vec,
-            keyword=kw,
-            cosine=round(float(row["cosine"]), 4),
-            age_days=_days(now, row["occurred_at"]),
+    taught: dict[tuple[uuid.UUID, str], list[RoundMemory]] = {}
+    seen: set[tuple[uuid.UUID, str, uuid.UUID]] = set()
+    repo = RecallRepository(session)  # type: ignore[arg-type]
+    for m in repo.memories_of_rounds(namespace, sorted({row["transcript_id"] for *_, row in found})):
+        for turn in m["turn_ids"]:
+            if (m["transcript_id"], turn, m["id"]) not in seen:
+                seen.add((m["transcript_id"], turn, m["id"]))
+                taught.setdefault((m["transcript_id"], turn), []).append(RoundMemory.model_validate(m))
+    hits = []
+    for score, vec, kw, when, row in found:
+        memories: dict[uuid.UUID, RoundMemory] = {}
+        for turn in row["turn_ids"]:
+            memories.update((x.id, x) for x in taught.get((row["transcript_id"], turn), []))
+        hits.append(
+            RoundHit(
+                round=RoundRead.model_validate(row),
+                score=score,
+                vector=vec,
+                keyword=kw,
+                cosine=round(float(row["cosine"]), 4),
+                age_days=_days(now, row["occurred_at"]),
+                time=when,
+                memories=list(memories.values()),
+            )
         )
-        for score, vec, kw, row in found
-    ]
     return RoundRecallResult(query=query, hits=hits)
 
 
@@ -406,8 +422,9 @@ def _units(
     top_k: int | None,
     now: datetime | None,
     query_vector: Sequence[float] | None,
-) -> tuple[str, datetime, list[tuple[float, float, float, dict[str, Any]]]]:
-    """(query, now, [(score, vector part, keyword part, row)] best first) for episodes or rounds."""
+) -> tuple[str, datetime, list[tuple[float, float, float, float | None, dict[str, Any]]]]:
+    """(query, now, [(score, vector part, keyword part, time part or None, row)] best first) for episodes or
+    rounds."""
     query = validate_query(query)
     k = _validate(top_k, DEFAULT_STATES, None, settings)
     now = _aware(now)
@@ -432,8 +449,8 @@ def _units(
     scored = []
     for row in rows:
         vec, kw = vector_part(float(row["cosine"]), profile), min(1.0, max(0.0, float(row["keyword"] or 0.0)))
-        when = time_part(row["occurred_at"], span) if span is not None else 0.0
-        score = (settings.vector_weight * vec + settings.keyword_weight * kw + time_weight * when) / weights
-        scored.append((round(score, 4), round(vec, 4), round(kw, 4), row))
-    scored.sort(key=lambda s: (-s[0], -float(s[3]["cosine"]), -s[3]["occurred_at"].timestamp(), str(s[3]["id"])))
+        when = time_part(row["occurred_at"], span) if span is not None else None
+        score = (settings.vector_weight * vec + settings.keyword_weight * kw + time_weight * (when or 0.0)) / weights
+        scored.append((round(score, 4), round(vec, 4), round(kw, 4), when, row))
+    scored.sort(key=lambda s: (-s[0], -float(s[4]["cosine"]), -s[4]["occurred_at"].timestamp(), str(s[4]["id"])))
     return query, now, scored[:k]

@@ -75,7 +75,7 @@ def backfill_rounds(
                 )
                 keyed = [(list(tids), v) for tid, tids, v in facts if tid == row.id]
                 built += [(row, r) for r in split_rounds(transcript, keyed)]
-            vectors = embedder.embed([r.text for _, r in built]) if built else []
+            vectors = embedder.embed([r.embed_text for _, r in built]) if built else []
             for (row, r), v in zip(built, vectors, strict=True):
                 session.execute(
                     pg_insert(RoundRow)

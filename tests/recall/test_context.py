@@ -80,6 +80,10 @@ def test_freshest_and_most_trusted_first_with_age_and_confidence(hits) -> None: 
     by_id = {h.memory.id: h for h in hits}
     order = [by_id[i].parts.recency * by_id[i].parts.trust for i in block.memory_ids]
     assert order == sorted(order, reverse=True)
+    assert [i.id for i in block.items] == block.memory_ids
+    first = by_id[block.memory_ids[0]].parts
+    parts = (first.vector, first.keyword, first.recency, first.trust)
+    assert block.items[0].why == "meaning {:.2f}, keywords {:.2f}, recency {:.2f}, trust {:.2f}".format(*parts)
     first = by_id[block.memory_ids[0]]
     assert first.memory.value in lines[0]
     # the freshest well-trusted memory leads, the 60-day-old one is near the end
@@ -219,6 +223,13 @@ def test_rounds_and_episodes_share_one_ranking_and_never_repeat_a_turn() -> None
     )
     assert block.round_ids == [best.round.id, same_id_elsewhere.round.id]  # `inside` carries nothing new
     assert block.episode_ids == [ep.episode.id]
+    assert [(i.kind, i.id) for i in block.items] == [
+        ("episode", ep.episode.id),
+        ("round", best.round.id),
+        ("round", same_id_elsewhere.round.id),
+    ]
+    assert block.items[1].score == best.score
+    assert block.items[1].why.startswith("meaning 0.00, keywords 0.00")
     assert not block.truncated
     assert block.text.index(EPISODES_HEADER) < block.text.index(ROUNDS_HEADER)
     assert "I just got back from Kyoto where I ran a 10K. | assistant: Congrats!" in block.text
@@ -242,3 +253,18 @@ def test_the_assembly_alternates_memories_with_the_best_evidence() -> None:
     assert [i.name for i in evidence] == ["r1", "e1", "r2", "e2"]
     order = assembly_order(memories, evidence, lambda i: i.turns)
     assert [i.name for i in order] == ["m1", "r1", "m2", "e1", "m3", "e2"]
+
+
+def test_rounds_of_one_conversation_share_its_date_and_keep_its_order() -> None:
+    trip, cake = uuid.uuid4(), uuid.uuid4()
+    later = _round("user: The race started at 7am.", 3, 0.9, transcript=trip, turns=["4"])
+    other = _round("user: 我上周烤了一个抹茶蛋糕。", 30, 0.8, transcript=cake, turns=["0"])
+    earlier = _round("user: I ran a 10K in Kyoto.", 3, 0.7, transcript=trip, turns=["2"])
+    later.round.seq, earlier.round.seq = 4, 2
+    block = render_context([], budget_tokens=4000, model="gpt-4o-mini", rounds=[later, other, earlier])
+    lines = block.text.split(ROUNDS_HEADER, 1)[1].splitlines()
+    assert lines[0].startswith("- (") and lines[0].endswith("user: I ran a 10K in Kyoto.")
+    assert lines[1] == "  user: The race started at 7am."  # same conversation: no date again
+    assert lines[2].startswith("- (") and "抹茶蛋糕" in lines[2]
+    assert block.round_ids == [earlier.round.id, later.round.id, other.round.id]
+    assert [i.id for i in block.items] == block.round_ids
