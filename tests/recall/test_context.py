@@ -263,8 +263,10 @@ def test_rounds_of_one_conversation_share_its_date_and_keep_its_order() -> None:
     later.round.seq, earlier.round.seq = 4, 2
     block = render_context([], budget_tokens=4000, model="gpt-4o-mini", rounds=[later, other, earlier])
     lines = block.text.split(ROUNDS_HEADER, 1)[1].splitlines()
-    assert lines[0].startswith("- (") and lines[0].endswith("user: I ran a 10K in Kyoto.")
+    assert lines[0].startswith("- (")
+    assert lines[0].endswith("user: I ran a 10K in Kyoto.")
     assert lines[1] == "  user: The race started at 7am."  # same conversation: no date again
-    assert lines[2].startswith("- (") and "抹茶蛋糕" in lines[2]
+    assert lines[2].startswith("- (")
+    assert "抹茶蛋糕" in lines[2]
     assert block.round_ids == [earlier.round.id, later.round.id, other.round.id]
     assert [i.id for i in block.items] == block.round_ids
