@@ -43,21 +43,27 @@ class RecallResult(BaseModel):
     hits: list[RecallHit]
 
 
-class EpisodeHit(BaseModel):
-    """An episode summary (one distilled conversation) near the query."""
+class ConversationHit(BaseModel):
+    """What episode and round hits share: one score formula (hindsight/services/recall.py `_units`)."""
 
-    episode: EpisodeRead
     score: float = Field(ge=0.0, le=1.0)
-    """Meaning and keywords fused with recall's weights (hindsight/services/recall.py, recall_episodes)."""
+    """Meaning and keywords (and time, when the query names one) fused with recall's weights."""
     vector: float = Field(0.0, ge=0.0, le=1.0)
     """The cosine rescaled per embedding model, as ScoreParts.vector (0 = unrelated)."""
     keyword: float = Field(0.0, ge=0.0, le=1.0)
-    """Share of the query's informative terms (IDF-weighted) found in the summary or its entities."""
+    """Share of the query's informative terms (IDF-weighted) in the unit's text: a summary and its entities, or a
+    round's turns and the facts taken from them."""
     cosine: float
     age_days: float
     """Days since the conversation took place (at the time of the query)."""
     time: float | None = None
     """How close the conversation is to the time the query names (1 inside it), or None when it names none."""
+
+
+class EpisodeHit(ConversationHit):
+    """An episode summary (one distilled conversation) near the query."""
+
+    episode: EpisodeRead
 
     @property
     def content(self) -> str:
@@ -78,19 +84,10 @@ class RoundMemory(BaseModel):
     state: str
 
 
-class RoundHit(BaseModel):
+class RoundHit(ConversationHit):
     """A round (a user turn and the start of its reply) near the query, scored as episodes are."""
 
     round: RoundRead
-    score: float = Field(ge=0.0, le=1.0)
-    vector: float = Field(0.0, ge=0.0, le=1.0)
-    keyword: float = Field(0.0, ge=0.0, le=1.0)
-    """Share of the query's informative terms (IDF-weighted) in the round's turns or in the facts taken from them."""
-    cosine: float
-    age_days: float
-    """Days since the conversation took place (at the time of the query)."""
-    time: float | None = None
-    """How close the conversation is to the time the query names (1 inside it), or None when it names none."""
     memories: list[RoundMemory] = []
     """The memories distilled from the round's turns (active, stale or archived), oldest first."""
 

@@ -60,6 +60,12 @@ MEMORY_COLUMNS = (
 
 _CACHE_SECONDS = 60.0
 
+# Columns of EpisodeRead and RoundRead (schemas.memories), by table.
+_UNIT_COLUMNS = {
+    "episodes": "e.id, e.transcript_id, e.summary, e.entities, e.turn_ids, e.backend, e.occurred_at, e.created_at",
+    "rounds": "r.id, r.transcript_id, r.seq, r.turn_ids, r.text, r.occurred_at, r.created_at",
+}
+
 
 @dataclass
 class Candidate:
@@ -282,8 +288,9 @@ class RecallRepository:
         """(episodes in the namespace, episodes in the table), cached for a minute."""
         return self._sizes_of("episodes", namespace)
 
-    def episode_candidates(
+    def unit_candidates(
         self,
+        table: str,
         namespace: str,
         embedding: Sequence[float],
         terms: Sequence[tuple[str, float, bool]],
@@ -293,39 +300,14 @@ class RecallRepository:
         max_ef: int,
         window: tuple[datetime, datetime] | None = None,
     ) -> list[dict[str, Any]]:
-        """Up to `limit` episodes of `namespace` nearest to `embedding` plus up to `limit` best keyword matches,
-        in one statement (EpisodeRead columns, `cosine` and `keyword`, as `candidates` does for memories). The
-        vector side uses the same namespace-aware plan as memories (ix_episodes_embedding_hnsw). Erased
-        episodes (no embedding, no text) are left out; an exact scan sorts their NULL distances last."""
-        cols = "e.id, e.transcript_id, e.summary, e.entities, e.turn_ids, e.backend, e.occurred_at, e.created_at"
+        """Up to `limit` episodes or rounds (`table`) of `namespace` nearest to `embedding` plus up to `limit` best
+        keyword matches, in one statement (EpisodeRead or RoundRead columns, `cosine` and `keyword`, as
+        `candidates` does for memories). The vector side uses the same namespace-aware plan as memories
+        (ix_episodes_embedding_hnsw, ix_rounds_embedding_hnsw). Erased episodes (no embedding, no text) are left
+        out; an exact scan sorts their NULL distances last."""
         return self._unit_candidates(
-            "episodes",
-            cols,
-            namespace,
-            embedding,
-            terms,
-            limit=limit,
-            exact_max_rows=exact_max_rows,
-            max_ef=max_ef,
-            window=window,
-        )
-
-    def round_candidates(
-        self,
-        namespace: str,
-        embedding: Sequence[float],
-        terms: Sequence[tuple[str, float, bool]],
-        *,
-        limit: int,
-        exact_max_rows: int,
-        max_ef: int,
-        window: tuple[datetime, datetime] | None = None,
-    ) -> list[dict[str, Any]]:
-        """As `episode_candidates`, over the namespace's rounds (RoundRead columns, ix_rounds_embedding_hnsw)."""
-        cols = "r.id, r.transcript_id, r.seq, r.turn_ids, r.text, r.occurred_at, r.created_at"
-        return self._unit_candidates(
-            "rounds",
-            cols,
+            table,
+            _UNIT_COLUMNS[table],
             namespace,
             embedding,
             terms,

@@ -23,6 +23,8 @@ from hindsight.db.models import (
     RoundRow,
     TranscriptRow,
 )
+from hindsight.textsearch import search_text
+from pipeline.rounds import Round
 
 
 def advisory_xact_lock(session: Session, scope: str, key: str = "") -> None:
@@ -218,8 +220,35 @@ class RoundRepository:
 
     session: Session
 
-    def add_all(self, rows: Sequence[RoundRow]) -> None:
-        self.session.add_all(list(rows))
+    def add(
+        self,
+        namespace: str,
+        transcript_id: uuid.UUID,
+        occurred_at: datetime,
+        rounds: Sequence[Round],
+        vectors: Sequence[Sequence[float]],
+    ) -> None:
+        """Store a transcript's rounds with their embeddings in one statement; rounds it already has are left
+        as they are (unique transcript and position), so distillation and the backfill may both run."""
+        if not rounds:
+            return
+        values = [
+            {
+                "id": uuid.uuid4(),
+                "namespace": namespace,
+                "transcript_id": transcript_id,
+                "seq": r.seq,
+                "turn_ids": r.turn_ids,
+                "text": r.text,
+                "embedding": list(v),
+                "search_text": search_text(r.key),
+                "occurred_at": occurred_at,
+            }
+            for r, v in zip(rounds, vectors, strict=True)
+        ]
+        self.session.execute(
+            pg_insert(RoundRow).values(values).on_conflict_do_nothing(index_elements=["transcript_id", "seq"])
+        )
 
     def exists_for(self, transcript_id: uuid.UUID) -> bool:
         return (

@@ -17,11 +17,11 @@ from sqlalchemy import Engine
 
 from hindsight.clients import Clients
 from hindsight.db.engine import session_scope
-from hindsight.db.models import EpisodeRow, RoundRow, TranscriptRow
+from hindsight.db.models import EpisodeRow, TranscriptRow
 from hindsight.db.repositories import EpisodeRepository, RoundRepository, TranscriptRepository
 from hindsight.errors import NotFound
 from hindsight.services.store import MemoryWriter, lock_namespace, reconcile_in_namespace
-from hindsight.textsearch import episode_search_text, search_text
+from hindsight.textsearch import episode_search_text
 from pipeline.rounds import split_rounds
 from schemas.pipeline import EmbeddedFact, MemoryState, Transcript, Turn
 
@@ -166,21 +166,7 @@ def distill_transcript(
                 occurred_at=transcript.occurred_at,
             )
         )
-        RoundRepository(session).add_all(
-            [
-                RoundRow(
-                    namespace=transcript.namespace,
-                    transcript_id=transcript.id,
-                    seq=r.seq,
-                    turn_ids=r.turn_ids,
-                    text=r.text,
-                    embedding=v,
-                    search_text=search_text(r.key),
-                    occurred_at=transcript.occurred_at,
-                )
-                for r, v in zip(rounds, round_vecs, strict=True)
-            ]
-        )
+        RoundRepository(session).add(transcript.namespace, transcript.id, transcript.occurred_at, rounds, round_vecs)
         writer = MemoryWriter(
             session=session,
             namespace=transcript.namespace,

@@ -434,8 +434,8 @@ def _units(
     terms = _weighted_terms(repo, table, namespace, query, settings)
     span = time_window(query, now)
     window = _search_window(span) if span is not None else None
-    fetch = repo.episode_candidates if table == "episodes" else repo.round_candidates
-    rows = fetch(
+    rows = repo.unit_candidates(
+        table,
         namespace,
         vector,
         terms,

@@ -15,13 +15,12 @@ from dataclasses import dataclass
 
 import structlog
 from sqlalchemy import Engine, exists, select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from hindsight.db.engine import session_scope
 from hindsight.db.models import MemoryRow, ProvenanceRow, RoundRow, TranscriptRow
+from hindsight.db.repositories import RoundRepository
 from hindsight.services.distill import to_transcript
 from hindsight.services.erase import ERASED
-from hindsight.textsearch import search_text
 from pipeline.base import Embedder
 from pipeline.rounds import split_rounds
 
@@ -74,26 +73,14 @@ def backfill_rounds(
                     }
                 )
                 keyed = [(list(tids), v) for tid, tids, v in facts if tid == row.id]
-                built += [(row, r) for r in split_rounds(transcript, keyed)]
-            vectors = embedder.embed([r.embed_text for _, r in built]) if built else []
-            for (row, r), v in zip(built, vectors, strict=True):
-                session.execute(
-                    pg_insert(RoundRow)
-                    .values(
-                        id=uuid.uuid4(),
-                        namespace=row.namespace,
-                        transcript_id=row.id,
-                        seq=r.seq,
-                        turn_ids=r.turn_ids,
-                        text=r.text,
-                        embedding=v,
-                        search_text=search_text(r.key),
-                        occurred_at=row.occurred_at,
-                    )
-                    .on_conflict_do_nothing(index_elements=["transcript_id", "seq"])
-                )
+                built.append((row, split_rounds(transcript, keyed)))
+            flat = [r for _, rounds in built for r in rounds]
+            vectors = iter(embedder.embed([r.embed_text for r in flat]) if flat else [])
+            repo = RoundRepository(session)
+            for row, rounds in built:
+                repo.add(row.namespace, row.id, row.occurred_at, rounds, [next(vectors) for _ in rounds])
             report.transcripts += len(rows)
-            report.rounds += len(built)
+            report.rounds += len(flat)
             report.batches += 1
     if report.rounds:
         log.info("rounds.backfilled", transcripts=report.transcripts, rounds=report.rounds, batches=report.batches)
