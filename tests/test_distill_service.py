@@ -195,7 +195,7 @@ def test_backfill_builds_the_rounds_an_older_release_did_not_write(clients, engi
     with engine.connect() as conn:
         after = conn.execute(
             sa.text(
-                "SELECT text, search_text, 1 - (embedding <=> CAST(:v AS vector)) FROM rounds WHERE transcript_id=:t"
+                "SELECT text, search_text, 1 - (embedding <=> CAST(:v AS halfvec)) FROM rounds WHERE transcript_id=:t"
             ),
             {"t": tid, "v": before[2]},
         ).one()

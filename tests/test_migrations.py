@@ -33,7 +33,7 @@ def test_upgrade_downgrade_upgrade(services) -> None:
             conn.execute(sa.text("SELECT indexname, indexdef FROM pg_indexes WHERE tablename='memories'")).all()
         )
         assert "USING hnsw" in indexes["ix_memories_embedding_hnsw"]
-        assert "vector_cosine_ops" in indexes["ix_memories_embedding_hnsw"]
+        assert "halfvec_cosine_ops" in indexes["ix_memories_embedding_hnsw"]
         assert "USING gin" in indexes["ix_memories_content_tsv"]
         episode_indexes = dict(
             conn.execute(sa.text("SELECT indexname, indexdef FROM pg_indexes WHERE tablename='episodes'")).all()
@@ -45,7 +45,7 @@ def test_upgrade_downgrade_upgrade(services) -> None:
                 "WHERE attrelid='memories'::regclass AND attname='embedding'"
             )
         ).scalar_one()
-        assert dim == "vector(8)"
+        assert dim == "halfvec(8)"
     eng.dispose()
 
 
@@ -121,6 +121,62 @@ def test_memory_search_text_gains_key_topics_and_loses_them_on_downgrade(service
     migrate.downgrade(url, "0005_episode_text_search", embedding_dim=8)
     assert matches("工作") == 0
     assert matches("护士") == 1
+    eng.dispose()
+
+
+def test_embeddings_become_halfvec_with_their_values_and_back(services) -> None:
+    """0011 retypes the stored embeddings of memories (and episodes, rounds) in place: each value survives to half
+    precision, the HNSW index is rebuilt on halfvec_cosine_ops and serves a nearest-neighbour query; downgrade
+    restores vector."""
+    url = services.create_database("migrations_halfvec")
+    migrate.upgrade(url, "0010_rounds", embedding_dim=8)
+    eng = sa.create_engine(url)
+    values = {"a": "[1,0,0,0,0,0,0,0]", "b": "[0.6,0.8,0,0,0,0,0,0]", "c": "[0,0,0,0,0,0,0.28,0.96]"}
+    with eng.begin() as conn:
+        for key, vec in values.items():
+            conn.execute(
+                sa.text(
+                    "INSERT INTO memories (id, namespace, kind, key, value, subject, source, confidence, state, "
+                    "pinned, negated, has_conflict, embedding, search_text, backend, embedding_model, created_at, "
+                    "updated_at, last_verified_at, state_changed_at, access_count) VALUES (gen_random_uuid(), 'ns', "
+                    "'fact', :k, :val, 'user', 'user', 0.8, 'active', false, false, false, CAST(:v AS vector), '', "
+                    "'test', 'test', now(), now(), now(), now(), 0)"
+                ),
+                {"k": f"user.{key}", "val": key, "v": vec},
+            )
+
+    def column_and_index() -> tuple[str, str]:
+        with eng.connect() as conn:
+            col = conn.execute(
+                sa.text(
+                    "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+                    "WHERE attrelid='memories'::regclass AND attname='embedding'"
+                )
+            ).scalar_one()
+            idx = conn.execute(
+                sa.text("SELECT indexdef FROM pg_indexes WHERE indexname='ix_memories_embedding_hnsw'")
+            ).scalar_one()
+        return col, idx
+
+    assert column_and_index()[0] == "vector(8)"
+    migrate.upgrade(url, embedding_dim=8)
+    col, idx = column_and_index()
+    assert col == "halfvec(8)"
+    assert "halfvec_cosine_ops" in idx
+    with eng.begin() as conn:
+        conn.execute(sa.text("SET LOCAL enable_seqscan = off"))  # the rebuilt index answers
+        nearest = conn.execute(
+            sa.text("SELECT key FROM memories ORDER BY embedding <=> CAST('[0.5,0.9,0,0,0,0,0,0]' AS halfvec) LIMIT 1")
+        ).scalar_one()
+        stored = dict(conn.execute(sa.text("SELECT key, embedding::text FROM memories")).all())
+    assert nearest == "user.b"
+    for key, vec in values.items():
+        got = [float(x) for x in stored[f"user.{key}"].strip("[]").split(",")]
+        want = [float(x) for x in vec.strip("[]").split(",")]
+        assert got == pytest.approx(want, abs=1e-3)
+    migrate.downgrade(url, "0010_rounds", embedding_dim=8)
+    assert column_and_index()[0] == "vector(8)"
+    assert "vector_cosine_ops" in column_and_index()[1]
     eng.dispose()
 
 

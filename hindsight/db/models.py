@@ -6,7 +6,9 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from pgvector.sqlalchemy import Vector
+import numpy as np
+from pgvector import HalfVector
+from pgvector.sqlalchemy import HALFVEC
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -33,6 +35,20 @@ NAMING_CONVENTION = {
     "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
     "pk": "pk_%(table_name)s",
 }
+
+
+class Embedding(HALFVEC):
+    """An embedding column: stored as pgvector `halfvec` (migration 0011: half the bytes, kept in the row), read
+    back as a float32 numpy array, as a `vector` column was, so callers never meet pgvector's HalfVector."""
+
+    cache_ok = True
+
+    def result_processor(self, dialect: Any, coltype: Any) -> Any:
+        def process(value: Any) -> np.ndarray | None:
+            values = HalfVector._from_db(value)
+            return None if values is None else np.asarray(values, dtype=np.float32)
+
+        return process
 
 
 class Base(DeclarativeBase):
@@ -79,7 +95,7 @@ class EpisodeRow(Base):
     summary: Mapped[str] = mapped_column(Text)
     entities: Mapped[list[str]] = mapped_column(JSONB, default=list)
     turn_ids: Mapped[list[str]] = mapped_column(JSONB, default=list)
-    embedding: Mapped[list[float] | None] = mapped_column(Vector())
+    embedding: Mapped[list[float] | None] = mapped_column(Embedding())
     search_text: Mapped[str] = mapped_column(Text, default="")
     """Summary and entities segmented for full-text search (hindsight.textsearch.episode_search_text)."""
     content_tsv: Mapped[Any] = mapped_column(TSVECTOR, Computed("to_tsvector('simple', search_text)", persisted=True))
@@ -106,7 +122,7 @@ class RoundRow(Base):
     turn_ids: Mapped[list[str]] = mapped_column(JSONB, default=list)
     text: Mapped[str] = mapped_column(Text)
     """What a reader is shown (the reply cut short)."""
-    embedding: Mapped[list[float]] = mapped_column(Vector())
+    embedding: Mapped[list[float]] = mapped_column(Embedding())
     search_text: Mapped[str] = mapped_column(Text, default="")
     """Both turns whole and the values of the facts distilled from them, segmented for full-text search."""
     content_tsv: Mapped[Any] = mapped_column(TSVECTOR, Computed("to_tsvector('simple', search_text)", persisted=True))
@@ -132,7 +148,7 @@ class MemoryRow(Base):
     negated: Mapped[bool] = mapped_column(Boolean, default=False)
     ttl_days: Mapped[int | None] = mapped_column(Integer)
     has_conflict: Mapped[bool] = mapped_column(Boolean, default=False)
-    embedding: Mapped[list[float]] = mapped_column(Vector())
+    embedding: Mapped[list[float]] = mapped_column(Embedding())
     search_text: Mapped[str] = mapped_column(Text, default="")
     """Key, slot topic words and value, segmented for full-text search (jieba for Chinese)."""
     also_slots: Mapped[list[str]] = mapped_column(JSONB, default=list, server_default=text("'[]'::jsonb"))

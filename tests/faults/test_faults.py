@@ -435,7 +435,7 @@ def test_counts_detect_loss_and_duplication(fault_services: FaultServices, fault
                     " pinned, negated, has_conflict, embedding, search_text, backend, embedding_model,"
                     " created_at, updated_at, last_verified_at, state_changed_at, access_count)"
                     " VALUES (:id, :ns, 'preference', 'k', :v, 'user', 'user', 0.9, 'active', false, false, false,"
-                    " CAST(:e AS vector), '', 'test', 'test', :t, :t, :t, :t, 0)"
+                    " CAST(:e AS halfvec), '', 'test', 'test', :t, :t, :t, :t, 0)"
                 ),
                 {
                     "id": uuid.uuid4(),

@@ -83,7 +83,7 @@ def _add_episode(engine: sa.Engine, ns: str, summary: str) -> str:
                 sa.text(
                     "INSERT INTO episodes (id, namespace, transcript_id, summary, entities, turn_ids, embedding, "
                     "search_text, backend, occurred_at) VALUES (gen_random_uuid(), :ns, :t, :s, '[]', '[\"t1\"]', "
-                    "CAST(:v AS vector), :st, 'test', now()) RETURNING id"
+                    "CAST(:v AS halfvec), :st, 'test', now()) RETURNING id"
                 ),
                 {"ns": ns, "t": tid, "s": summary, "v": str(vec), "st": episode_search_text(summary, [])},
             ).scalar_one()
@@ -102,7 +102,7 @@ def _add_round(engine: sa.Engine, ns: str, text: str) -> str:
             conn.execute(
                 sa.text(
                     "INSERT INTO rounds (id, namespace, transcript_id, seq, turn_ids, text, embedding, search_text,"
-                    " occurred_at) VALUES (gen_random_uuid(), :ns, :t, 0, '[\"t1\"]', :s, CAST(:v AS vector), :st,"
+                    " occurred_at) VALUES (gen_random_uuid(), :ns, :t, 0, '[\"t1\"]', :s, CAST(:v AS halfvec), :st,"
                     " now()) RETURNING id"
                 ),
                 {"ns": ns, "t": tid, "s": text, "v": str(vec), "st": search_text(text)},

@@ -103,12 +103,12 @@ def test_episode_sizes_and_the_index(session_factory, namespace, episodes) -> No
         ns_rows, total = repo.episode_sizes(namespace)
         assert ns_rows == len(SUMMARIES)
         assert total >= 2 * len(SUMMARIES)  # the whole table (other tests' episodes too)
-        # What the "hnsw" case above runs: the index over-fetches, since the namespace is a share of the table.
-        plan = choose_plan(ns_rows, total, want=5, exact_max_rows=0, max_ef=1000, iterative=False)
-        assert plan.mode == "hnsw"
+        # What the "hnsw" case above runs: the index, filtered inside its scan.
+        plan = choose_plan(ns_rows, total, want=5, exact_max_rows=0, max_scan_tuples=10**7)
+        assert plan.mode == "iterative"
         assert plan.ef_search >= 40
         indexes = s.execute(sa.text("SELECT indexdef FROM pg_indexes WHERE tablename = 'episodes'")).scalars().all()
-    assert any("USING hnsw" in d and "vector_cosine_ops" in d for d in indexes)
+    assert any("USING hnsw" in d and "halfvec_cosine_ops" in d for d in indexes)
 
 
 def test_bad_episode_queries_raise_invalid_input(session_factory, namespace, embedder) -> None:  # type: ignore[no-untyped-def]

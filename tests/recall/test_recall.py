@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from hindsight.config import RetrievalSettings
-from hindsight.db.recall_repository import RecallRepository
+from hindsight.db.recall_repository import RecallRepository, choose_plan
 from hindsight.errors import InvalidInput
 from hindsight.services.recall import flush_access_counts, recall
 from hindsight.textsearch import key_topic_words, memory_search_text, query_terms, segment
@@ -203,15 +203,32 @@ def test_big_namespace_plan_uses_the_index_and_stays_inside_the_namespace(  # ty
     add_memory, seeded, session_factory, namespace, embedder
 ) -> None:
     other = add_memory("我们的数据库是PostgreSQL 15", ns=f"{namespace}-x")
-    forced = RetrievalSettings(exact_scan_max_rows=0)  # as if the namespace were big
+    forced = RetrievalSettings(exact_scan_max_rows=0, max_scan_tuples=10**7)  # as if the namespace were big
     with session_factory() as s:
-        plan = RecallRepository(s).vector_plan(namespace, want=20, exact_max_rows=0, max_ef=1000)
-    assert plan.mode in ("hnsw", "iterative", "exact")
-    if plan.mode == "hnsw":
-        assert plan.ef_search >= 40
+        plan = RecallRepository(s).vector_plan(namespace, want=20, exact_max_rows=0, max_scan_tuples=10**7)
+    assert plan.mode == "iterative"
     result = _recall(session_factory, namespace, "which database do we use?", embedder, settings=forced)
     assert result.hits[0].memory.id == seeded["我们的数据库是PostgreSQL 15"]
     assert other not in {h.memory.id for h in result.hits}
+
+
+@pytest.mark.parametrize(
+    ("ns_rows", "total", "mode", "ef"),
+    [
+        (5_000, 5_000, "exact", 0),  # small namespace: exact, whatever its share
+        (5_001, 5_001, "iterative", 40),  # bigger, and the whole table: the index at pgvector's default ef
+        (50_000, 100_000, "iterative", 80),  # half the table: twice the candidates
+        (10_000, 100_000, "iterative", 400),  # a tenth: 800 entries allowed for 20 rows, ef at its cap
+        (6_000, 1_000_000, "iterative", 400),  # 0.6 %: 4 x 20 / 0.006 = 13,334 entries, within 20,000
+        (6_000, 10_000_000, "exact", 0),  # 0.06 %: an iterative scan would stop at max_scan_tuples short of 20
+    ],
+)
+def test_vector_plan_follows_the_namespace_size_and_share(ns_rows: int, total: int, mode: str, ef: int) -> None:
+    plan = choose_plan(ns_rows, total, want=20, exact_max_rows=5_000, max_scan_tuples=20_000)
+    assert plan.mode == mode
+    if mode == "iterative":
+        assert (plan.max_scan_tuples, plan.order) == (20_000, "strict_order")
+        assert plan.ef_search == ef
 
 
 def test_access_counts_increase(seeded, session_factory, namespace, embedder, engine) -> None:  # type: ignore[no-untyped-def]
