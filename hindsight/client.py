@@ -176,13 +176,20 @@ class MemoryClient:
         namespace: str | None = None,
         top_k: int | None = None,
         min_score: float | None = None,
+        budget_tokens: int | None = None,
+        model: str | None = None,
     ) -> list[Hit]:
-        """The best memories for `query`, best first."""
+        """The best memories for `query`, best first; with `budget_tokens`, only those the context block would
+        admit within it (tokens counted for `model`, default the server's llm.model)."""
         params: dict[str, Any] = {"q": query}
-        if top_k is not None:
-            params["top_k"] = top_k
-        if min_score is not None:
-            params["min_score"] = min_score
+        for name, value in (
+            ("top_k", top_k),
+            ("min_score", min_score),
+            ("budget_tokens", budget_tokens),
+            ("model", model),
+        ):
+            if value is not None:
+                params[name] = value
         result = self._request("GET", f"/v1/namespaces/{self._ns(namespace)}/search", params=params)
         return [Hit.from_api(h) for h in result["hits"]]
 

@@ -41,6 +41,11 @@ class RecallHit(BaseModel):
 class RecallResult(BaseModel):
     query: str
     hits: list[RecallHit]
+    tokens: int | None = None
+    """With `budget_tokens`: what the hits take rendered as the context block renders memories (the block's
+    header included), counted with the model's tokenizer, at most the budget. None without a budget."""
+    truncated: bool = False
+    """With `budget_tokens`: some hit recall found was left out to stay within it."""
 
 
 class ConversationHit(BaseModel):

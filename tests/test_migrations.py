@@ -34,7 +34,8 @@ def test_upgrade_downgrade_upgrade(services) -> None:
         )
         assert "USING hnsw" in indexes["ix_memories_embedding_hnsw"]
         assert "halfvec_cosine_ops" in indexes["ix_memories_embedding_hnsw"]
-        assert "USING gin" in indexes["ix_memories_content_tsv"]
+        assert "USING gin (namespace, content_tsv)" in indexes["ix_memories_namespace_tsv"]
+        assert "ix_memories_content_tsv" not in indexes
         episode_indexes = dict(
             conn.execute(sa.text("SELECT indexname, indexdef FROM pg_indexes WHERE tablename='episodes'")).all()
         )
@@ -80,7 +81,7 @@ def test_episode_text_search_backfills_existing_episodes(services) -> None:
             conn.execute(sa.text("SELECT indexname, indexdef FROM pg_indexes WHERE tablename='episodes'")).all()
         )
     assert found == 1  # the summary segmented by jieba, and its entities
-    assert "USING gin" in indexes["ix_episodes_content_tsv"]
+    assert "USING gin (namespace, content_tsv)" in indexes["ix_episodes_namespace_tsv"]
     migrate.downgrade(url, "0004_episode_hnsw", embedding_dim=8)
     with eng.connect() as conn:
         cols = set(

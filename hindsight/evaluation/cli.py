@@ -107,23 +107,58 @@ def distill_cmd(
     )
 
 
-def _evidence(suite: str, loader, file: Path, limit, external, data_dir, concurrency, episodes: bool) -> None:  # type: ignore[no-untyped-def]
-    from hindsight.evaluation.report import evidence_table
+def _evidence(  # type: ignore[no-untyped-def]
+    suite: str, loader, file: Path, limit, external, data_dir, concurrency, episodes: bool, qa: bool, qa_budget: int
+) -> None:
+    from hindsight.config import get_settings
+    from hindsight.evaluation.report import evidence_table, qa_table
     from hindsight.evaluation.suites import run_evidence
+
+    if qa and get_settings().llm.backend != "openai":
+        raise _fail(
+            "--qa needs a model: set HINDSIGHT_LLM__BACKEND=openai with HINDSIGHT_LLM__BASE_URL, "
+            "HINDSIGHT_LLM__API_KEY and HINDSIGHT_LLM__MODEL (distillation uses it too)"
+        )
 
     def load():  # type: ignore[no-untyped-def]
         convs = loader(file)
         return convs[:limit] if limit else convs
 
+    def run(rt, data):  # type: ignore[no-untyped-def]
+        judge = None
+        if qa:
+            from hindsight.evaluation.qa import QA
+            from hindsight.llm import OpenAICompatibleClient
+
+            judge = QA(OpenAICompatibleClient.from_settings(rt.settings.llm), suite=suite, budget_tokens=qa_budget)
+        return run_evidence(rt, data, suite=suite, console=console, use_episodes=episodes, qa=judge)
+
+    def render(result):  # type: ignore[no-untyped-def]
+        out.print(evidence_table(result.metrics))
+        if "qa" in result.metrics:
+            out.print(qa_table(result.metrics))
+
     _run(
         load,
-        lambda rt, data: run_evidence(rt, data, suite=suite, console=console, use_episodes=episodes),
-        lambda result: out.print(evidence_table(result.metrics)),
+        run,
+        render,
         external=external,
         data_dir=data_dir,
         concurrency=concurrency,
     )
 
+
+QaOption = Annotated[
+    bool,
+    typer.Option(
+        "--qa/--no-qa",
+        help="Also answer each question from hindsight's context with the configured model (llm.backend=openai) "
+        "and judge it against the reference answer: answer accuracy beside evidence recall.",
+    ),
+]
+QaBudgetOption = Annotated[
+    int, typer.Option("--qa-budget", min=64, max=100_000, help="Tokens of context the model answers from.")
+]
 
 EpisodesOption = Annotated[
     bool,
@@ -138,6 +173,8 @@ def locomo_cmd(
     file: Annotated[Path, typer.Argument(help="LoCoMo JSON (the layout of data/locomo10.json).")],
     limit: LimitOption = None,
     episodes: EpisodesOption = True,
+    qa: QaOption = False,
+    qa_budget: QaBudgetOption = 1000,
     external: ExternalOption = False,
     data_dir: DataDirOption = None,
     concurrency: ConcurrencyOption = None,
@@ -145,7 +182,7 @@ def locomo_cmd(
     """Evidence recall on LoCoMo (categories 1-4) beside dense and BM25 retrieval over the raw turns."""
     from hindsight.evaluation.data import load_locomo
 
-    _evidence("locomo", load_locomo, file, limit, external, data_dir, concurrency, episodes)
+    _evidence("locomo", load_locomo, file, limit, external, data_dir, concurrency, episodes, qa, qa_budget)
 
 
 @eval_app.command("longmemeval")
@@ -153,6 +190,8 @@ def longmemeval_cmd(
     file: Annotated[Path, typer.Argument(help="LongMemEval JSON (e.g. longmemeval_oracle.json).")],
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="Use only the first N questions.")] = None,
     episodes: EpisodesOption = True,
+    qa: QaOption = False,
+    qa_budget: QaBudgetOption = 1000,
     external: ExternalOption = False,
     data_dir: DataDirOption = None,
     concurrency: ConcurrencyOption = None,
@@ -160,7 +199,7 @@ def longmemeval_cmd(
     """Evidence recall of `has_answer` turns on LongMemEval, per question type, beside the raw-turn baselines."""
     from hindsight.evaluation.data import load_longmemeval
 
-    _evidence("longmemeval", load_longmemeval, file, limit, external, data_dir, concurrency, episodes)
+    _evidence("longmemeval", load_longmemeval, file, limit, external, data_dir, concurrency, episodes, qa, qa_budget)
 
 
 @eval_app.command("madial")

@@ -274,6 +274,17 @@ class Question:
     evidence: list[str]
     """Turn ids whose content answers the question."""
     asked_at: datetime | None = None
+    answer: str | None = None
+    """The benchmark's reference answer (scored by `--qa`), when it gives one."""
+
+
+def _answer_text(raw: object) -> str | None:
+    """A reference answer as text (the files hold strings, and numbers or lists for some questions)."""
+    if raw is None or isinstance(raw, dict):
+        return None
+    if isinstance(raw, list):
+        return ", ".join(str(x) for x in raw) or None
+    return str(raw).strip() or None
 
 
 @dataclass
@@ -369,7 +380,10 @@ def load_locomo(path: str | Path, *, categories: tuple[str, ...] = ("1", "2", "3
                 raise DataError(f'{where}: {conv_id}.qa[{j}] "evidence" must be a list of dia_ids')
             ids = [e for raw in evidence for e in _DIA_SPLIT.split(str(raw)) if e in seen_ids]
             if ids:
-                questions.append(Question(f"{conv_id}/q{j}", q["question"], cat, sorted(set(ids))))
+                gold = q.get("answer")
+                questions.append(
+                    Question(f"{conv_id}/q{j}", q["question"], cat, sorted(set(ids)), answer=_answer_text(gold))
+                )
         out.append(Conversation(conv_id=conv_id, sessions=sessions, questions=questions))
     return out
 
@@ -416,7 +430,8 @@ def load_longmemeval(path: str | Path) -> list[Conversation]:
                 sessions.append(Session(session_id=str(sid), occurred_at=when or base, turns=turns))
         qtype = str(item.get("question_type", "unknown"))
         asked = _parse_date(item.get("question_date", ""), _LME_DATE)
-        questions = [Question(qid, question, qtype, evidence, asked)] if evidence else []
+        gold = _answer_text(item.get("answer"))
+        questions = [Question(qid, question, qtype, evidence, asked, answer=gold)] if evidence else []
         out.append(Conversation(conv_id=qid, sessions=sessions, questions=questions))
     return out
 

@@ -106,3 +106,17 @@ def emit(out: Console, metrics: dict[str, Any]) -> None:
     """The last line of a suite: one JSON object, printed raw (no wrapping, no markup)."""
     out.file.write(json_line(metrics) + "\n")
     out.file.flush()
+
+
+def qa_table(metrics: dict[str, Any]) -> Table:
+    """Answer accuracy of `--qa`, overall and per category."""
+    qa = metrics["qa"]
+    table = Table(title=f"{metrics['suite']}: answer accuracy ({qa['model']}, {qa['budget_tokens']} tokens of context)")
+    for col in ("category", "n", "accuracy"):
+        table.add_column(col, justify="right" if col != "category" else "left")
+    table.add_row("all", str(qa["questions"]), str(qa["accuracy"]))
+    for cat, row in qa["by_category"].items():
+        table.add_row(cat, str(row["n"]), str(row["accuracy"]))
+    if qa["errors"]:
+        table.caption = f"{qa['errors']} questions not scored (the model failed after its retries)"
+    return table

@@ -237,6 +237,8 @@ class RankedItem:
     turn_ids: frozenset[str]
     tokens: int
     score: float = 0.0
+    text: str = ""
+    """The rendered text (what `--qa` hands the model)."""
 
 
 def covered(evidence: Iterable[str], items: Sequence[RankedItem]) -> bool:

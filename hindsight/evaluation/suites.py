@@ -21,6 +21,7 @@ from hindsight.embeddings import cached_embedder
 from hindsight.evaluation import store
 from hindsight.evaluation.baselines import BM25Index, DenseIndex, reciprocal_rank_fusion
 from hindsight.evaluation.data import Case, CaseFile, Conversation, MadialMemory, MadialQuery
+from hindsight.evaluation.qa import QA
 from hindsight.evaluation.render import (
     count_tokens,
     render_episode,
@@ -41,6 +42,7 @@ from hindsight.evaluation.scoring import (
     mean_rows,
     rank_scores,
     score_case,
+    within_budget,
 )
 from hindsight.services.context import assembly_order, evidence_stream
 from schemas.events import TranscriptIn
@@ -225,8 +227,16 @@ VARIANTS = ("hindsight_memories", "hindsight_episodes", "hindsight_rounds")
 
 
 def run_evidence(
-    rt: Runtime, conversations: list[Conversation], *, suite: str, console: Console, use_episodes: bool = True
+    rt: Runtime,
+    conversations: list[Conversation],
+    *,
+    suite: str,
+    console: Console,
+    use_episodes: bool = True,
+    qa: QA | None = None,
 ) -> SuiteResult:
+    """Evidence recall of every system at every budget; with `qa`, also answer accuracy from hindsight's ranking
+    within `qa.budget_tokens` (the items a budget admits, as /context fills one)."""
     from hindsight.db.engine import read_session
 
     embedder = cached_embedder(
@@ -295,6 +305,16 @@ def run_evidence(
                 }
                 for system, ranking in rankings.items():
                     rows[system].append((q.category, evidence_scores(q.evidence, ranking, dense_tokens=ref)))
+                if qa is not None and q.answer:
+                    shown = within_budget(rankings["hindsight"], qa.budget_tokens)
+                    qa.score(
+                        qid=q.qid,
+                        question=q.question,
+                        category=q.category,
+                        reference=q.answer,
+                        context="\n".join(it.text.strip() for it in shown),
+                        asked_at=asked,
+                    )
                 progress.advance(task)
     metrics: dict[str, Any] = {"suite": suite, "questions": len(rows["hindsight"])}
     for s in SYSTEMS + VARIANTS:
@@ -314,6 +334,8 @@ def run_evidence(
     metrics["conversations"] = len(conversations)
     metrics["tokenizer"] = tokenizer_name()
     metrics["episodes"] = use_episodes
+    if qa is not None:
+        metrics["qa"] = qa.metrics()
     metrics.update(_backend_label(rt, list(namespaces.values())))
     return SuiteResult(metrics=metrics)
 
@@ -333,6 +355,10 @@ def _turns(item: RankedItem) -> frozenset[str]:
     return item.turn_ids
 
 
+def _ranked(turn_ids: frozenset[str], text: str, score: float) -> RankedItem:
+    return RankedItem(turn_ids, count_tokens(text), score, text)
+
+
 def _hindsight_rankings(
     session: object, ns: str, query: str, qv: list[float], embedder: Any, rt: Runtime, now: datetime | None = None
 ) -> tuple[list[RankedItem], list[RankedItem], list[RankedItem]]:
@@ -341,16 +367,13 @@ def _hindsight_rankings(
     hits = store.retrieve(
         session, ns, query, embedder=embedder, settings=rt.settings, top_k=RETRIEVE_DEPTH, min_score=0.0, now=now
     )
-    memories = [
-        RankedItem(h.turn_ids, count_tokens(render_memory(h.memory.value, at=h.memory.last_verified_at)), h.score)
-        for h in hits
-    ]
+    memories = [_ranked(h.turn_ids, render_memory(h.memory.value, at=h.memory.last_verified_at), h.score) for h in hits]
     episodes = [
-        RankedItem(e.turn_ids, count_tokens(render_episode(e.summary, at=e.occurred_at)), e.score)
+        _ranked(e.turn_ids, render_episode(e.summary, at=e.occurred_at), e.score)
         for e in store.episode_search(session, ns, query, qv, 10, embedder=embedder, settings=rt.settings, now=now)
     ]
     rounds = [
-        RankedItem(r.turn_ids, count_tokens(render_round(r.text, at=r.occurred_at)), r.score)
+        _ranked(r.turn_ids, render_round(r.text, at=r.occurred_at), r.score)
         for r in store.round_search(
             session, ns, query, qv, RETRIEVE_DEPTH, embedder=embedder, settings=rt.settings, now=now
         )

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from hindsight.config import RetrievalSettings
 from hindsight.errors import InvalidInput
 from pipeline.base import Embedder
-from schemas.recall import EpisodeHit, RecallHit, RoundHit
+from schemas.recall import EpisodeHit, RecallHit, RecallResult, RoundHit
 
 MIN_BUDGET_TOKENS = 64
 MAX_BUDGET_TOKENS = 1_000_000
@@ -313,6 +313,20 @@ def render_context(
         round_ids=[r.round.id for r in _by_conversation(rds)],
         items=[_item(h) for h in [*ordered(mem), *eps, *_by_conversation(rds)]],
         truncated=truncated,
+    )
+
+
+def fit_to_budget(result: RecallResult, *, budget_tokens: int, model: str) -> RecallResult:
+    """The hits of `result` that the context block would admit within `budget_tokens` (memories only, the same
+    rule as `render_context`: in rank order, one too long for what is left passed over), in recall's order, with
+    the tokens they take. What `/search?budget_tokens=` and the client's `recall(budget_tokens=)` return."""
+    block = render_context(result.hits, budget_tokens=budget_tokens, model=model)
+    kept = set(block.memory_ids)
+    return RecallResult(
+        query=result.query,
+        hits=[h for h in result.hits if h.memory.id in kept],
+        tokens=block.tokens,
+        truncated=block.truncated,
     )
 
 

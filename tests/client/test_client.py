@@ -48,6 +48,41 @@ def test_the_agent_developer_flow(auth_api: AuthApi, alpha_ns: str) -> None:
             memory.get(w["memory"]["id"])
 
 
+def test_recall_within_a_token_budget(auth_api: AuthApi, alpha_ns: str) -> None:
+    """`budget_tokens` keeps the hits the context block would admit: a prefix-ordered subset of the unbounded
+    hits, whose rendering the server counts within the budget."""
+    import httpx
+
+    with MemoryClient(auth_api.url, token="tok-alpha", namespace=alpha_ns) as memory:
+        for text in (
+            "I prefer dark mode in every editor.",
+            "I am allergic to peanuts.",
+            "I live in Lyon.",
+        ):
+            memory.remember(text)
+        everything = memory.recall("dark editor", min_score=0)
+        tight = memory.recall("dark editor", min_score=0, budget_tokens=64)
+        roomy = memory.recall("dark editor", min_score=0, budget_tokens=4000)
+    assert len(everything) == 3
+    assert 1 <= len(tight) < len(everything)
+    ids = [h.id for h in everything]
+    assert [h.id for h in tight] == [i for i in ids if i in {h.id for h in tight}]  # recall's order kept
+    assert [h.id for h in roomy] == ids
+    raw = httpx.get(
+        f"{auth_api.url}/v1/namespaces/{alpha_ns}/search",
+        params={"q": "dark editor", "min_score": 0, "budget_tokens": 64, "model": "gpt-4o"},
+        headers={"Authorization": "Bearer tok-alpha"},
+    ).json()
+    assert raw["tokens"] <= 64
+    assert raw["truncated"] is True
+    too_small = httpx.get(
+        f"{auth_api.url}/v1/namespaces/{alpha_ns}/search",
+        params={"q": "dark editor", "budget_tokens": 10},
+        headers={"Authorization": "Bearer tok-alpha"},
+    )
+    assert too_small.status_code == 422
+
+
 def test_working_memory_and_archiving_to_long_term(auth_api: AuthApi, alpha_ns: str) -> None:
     memory = MemoryClient(auth_api.url, token="tok-alpha", namespace=alpha_ns)
     sid = f"chat-{uuid.uuid4().hex[:6]}"

@@ -177,17 +177,22 @@ def _llm_answer(request: dict[str, Any]) -> dict[str, Any]:
     return {"summary": "The user named their editor.", "entities": [], "summary_turn_ids": ["0"], "facts": facts}
 
 
+def _model_env(services: Services, base_url: str) -> dict[str, str]:
+    """The eval's environment with the OpenAI-compatible back-end pointed at a scripted server."""
+    return services.env(
+        HINDSIGHT_LLM__BACKEND="openai",
+        HINDSIGHT_LLM__BASE_URL=base_url,
+        HINDSIGHT_LLM__API_KEY="test-key-not-secret",
+        HINDSIGHT_LLM__MODEL="scripted-model",
+    )
+
+
 def test_distill_suite_measures_the_openai_backend(services: Services) -> None:
     from tests.fakes.llm_server import ScriptedLLMServer
 
     server = ScriptedLLMServer(default=_llm_answer).start()
     try:
-        env = services.env(
-            HINDSIGHT_LLM__BACKEND="openai",
-            HINDSIGHT_LLM__BASE_URL=server.base_url,
-            HINDSIGHT_LLM__API_KEY="test-key-not-secret",
-            HINDSIGHT_LLM__MODEL="scripted-model",
-        )
+        env = _model_env(services, server.base_url)
         rc, out, err = run_eval(["distill", "--limit", "1", str(DATA / "cases.jsonl")], env)
     finally:
         server.stop()
@@ -199,3 +204,59 @@ def test_distill_suite_measures_the_openai_backend(services: Services) -> None:
     assert m["produced_by"][0].startswith("openai:scripted-model")
     assert m["overall"]["fact_recall"] == 1.0, out
     assert m["overall"]["superseded_handled"] == 1.0, out
+
+
+def _qa_model(request: dict[str, Any]) -> dict[str, Any]:
+    """A scripted model for `--qa`: distils as `_llm_answer`, answers from the notes it is handed (the line that
+    names a dog breed or a language), and judges by whether the reference occurs in the answer."""
+    schema = request["response_format"]["json_schema"]["name"]
+    prompt = request["messages"][-1]["content"]
+    if schema == "QAAnswer":
+        notes = prompt.split("Question", 1)[0]
+        for word in ("beagle", "Japanese"):
+            if word in notes:
+                return {"answer": f"the notes say: {word}"}
+        return {"answer": "I don't know"}
+    if schema == "QAVerdict":
+        reference = prompt.split("Reference answer: ", 1)[1].split("\n", 1)[0]
+        answer = prompt.split("Answer: ", 1)[1]
+        return {"correct": reference.lower().removeprefix("a ") in answer.lower()}
+    return _llm_answer(request)
+
+
+@pytest.mark.parametrize(("episodes", "accuracy"), [("--episodes", 1.0), ("--no-episodes", 0.0)])
+def test_longmemeval_qa_answers_from_the_assembled_context(services: Services, episodes: str, accuracy: float) -> None:
+    """`--qa` with an OpenAI-compatible model: each question is answered from hindsight's ranking within the QA
+    budget and judged against the reference. With rounds and summaries the evidence is in the notes and both
+    answers are judged correct; memories alone hold nothing here (the scripted distiller keeps only an editor),
+    so the model sees no notes and both are wrong."""
+    from tests.fakes.llm_server import ScriptedLLMServer
+
+    budget = 1000
+    server = ScriptedLLMServer(default=_qa_model).start()
+    try:
+        env = _model_env(services, server.base_url)
+        args = ["longmemeval", "--qa", "--qa-budget", str(budget), episodes, str(DATA / "longmemeval.json")]
+        rc, out, err = run_eval(args, env)
+        requests = list(server.requests)
+    finally:
+        server.stop()
+    assert rc == 0, err[-3000:]
+    qa = last_json(out)["qa"]
+    assert qa["model"] == "scripted-model"
+    assert qa["budget_tokens"] == budget
+    assert qa["questions"] == 2
+    assert qa["errors"] == 0
+    assert qa["accuracy"] == accuracy
+    assert set(qa["by_category"]) == {"single-session-user", "knowledge-update"}
+    asked = [r for r in requests if r["response_format"]["json_schema"]["name"] == "QAAnswer"]
+    assert len(asked) == 2
+    assert any("What breed is my dog?" in r["messages"][-1]["content"] for r in asked)
+    assert any("(asked on 2024-06-01)" in r["messages"][-1]["content"] for r in asked)
+
+
+def test_qa_without_a_model_is_refused_before_anything_starts(services: Services) -> None:
+    rc, out, err = run_eval(["longmemeval", "--qa", str(DATA / "longmemeval.json")], services.env(), timeout=60)
+    assert rc == 2
+    assert "HINDSIGHT_LLM__BACKEND=openai" in err
+    assert out.strip() == ""
