@@ -32,8 +32,8 @@ def embedded_postgres_major() -> int:
 def check_data_dir_version(data_dir: Path) -> None:
     """Refuse, with what to do, a data directory that an older embedded PostgreSQL initialised.
 
-    PostgreSQL cannot open another major version's files; before 0.2 the embedded server was pgserver's
-    PostgreSQL 16. Nothing is changed or deleted here: the old directory stays as it was."""
+    PostgreSQL cannot open another major version's files, and hindsight's embedded server was pgserver's
+    PostgreSQL 16 before migration 0011. Nothing is changed or deleted here: the old directory stays as it was."""
     pg_version = data_dir / "PG_VERSION"
     if not pg_version.exists():
         return

@@ -7,13 +7,15 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from hindsight.embedded import check_data_dir_version, embedded_postgres_major
+from hindsight.embedded import EMBEDDED_SETTINGS, check_data_dir_version, embedded_postgres_major
 
 
-def test_the_embedded_server_is_the_major_version_it_says(engine: sa.Engine) -> None:
+def test_the_embedded_server_is_the_major_version_it_says_with_its_settings(engine: sa.Engine) -> None:
     with engine.connect() as conn:
         num = int(conn.execute(sa.text("SHOW server_version_num")).scalar_one())
         vector = conn.execute(sa.text("SELECT extversion FROM pg_extension WHERE extname = 'vector'")).scalar_one()
+        settings = {name: conn.execute(sa.text(f"SHOW {name}")).scalar_one() for name in EMBEDDED_SETTINGS}
+    assert settings == EMBEDDED_SETTINGS  # applied (and the server restarted) when the data directory was new
     assert num // 10_000 == embedded_postgres_major() >= 18
     assert tuple(int(x) for x in vector.split(".")[:2]) >= (0, 8)
 
