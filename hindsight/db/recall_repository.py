@@ -9,8 +9,9 @@ figures in BENCHMARKS.md):
 * a bigger one uses the HNSW index with the namespace filter inside the scan: `hnsw.iterative_scan =
   strict_order` keeps scanning until the filtered query has its rows; `hnsw.ef_search` grows as the
   namespace's share of the table shrinks, up to `retrieval.max_ef_search`.
-  An iterative scan visits about want / share index entries, `share` being the namespace's fraction of the
-  table; where that would pass `retrieval.max_scan_tuples` (the scan would stop short), the exact scan is used.
+  An iterative scan meets the namespace's rows at about `share` (its fraction of the table) of the entries it
+  visits; where 4 x want / share entries would pass `retrieval.max_scan_tuples` (the scan would stop short), the
+  exact scan is used.
 """
 
 from __future__ import annotations
