@@ -24,6 +24,7 @@ import argparse
 import io
 import json
 import os
+import shutil
 import statistics
 import tempfile
 import time
@@ -164,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         console.print(out["mb"], out["index_build_s"])
     finally:
         stop_postgres(tmp / "pg")
+        shutil.rmtree(tmp, ignore_errors=True)
     print(json.dumps(out, sort_keys=True))  # noqa: T201 (the one JSON line on stdout)
     return 0
 
