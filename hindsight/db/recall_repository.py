@@ -122,7 +122,7 @@ def _vec(embedding: Sequence[float]) -> str:
 
 
 def choose_plan(
-    ns_rows: int, total: int, *, want: int, exact_max_rows: int, max_scan_tuples: int, max_ef: int = 400
+    ns_rows: int, total: int, *, want: int, exact_max_rows: int, max_scan_tuples: int, max_ef: int
 ) -> VectorPlan:
     """How to find the `want` nearest rows of a namespace holding `ns_rows` of a table's `total` rows."""
     if ns_rows <= exact_max_rows:
@@ -256,7 +256,7 @@ class RecallRepository:
         return by_index[0], [by_index[i + 1] for i in range(len(terms))]
 
     def vector_plan(
-        self, namespace: str, *, want: int, exact_max_rows: int, max_scan_tuples: int, max_ef: int = 400
+        self, namespace: str, *, want: int, exact_max_rows: int, max_scan_tuples: int, max_ef: int
     ) -> VectorPlan:
         ns_rows, total = self.sizes(namespace)
         return choose_plan(
@@ -284,7 +284,7 @@ class RecallRepository:
         limit: int,
         exact_max_rows: int,
         max_scan_tuples: int,
-        max_ef: int = 400,
+        max_ef: int,
         window: tuple[datetime, datetime] | None = None,
     ) -> list[dict[str, Any]]:
         """Up to `limit` episodes or rounds (`table`) of `namespace` nearest to `embedding` plus up to `limit` best
@@ -329,7 +329,7 @@ class RecallRepository:
         limit: int,
         exact_max_rows: int,
         max_scan_tuples: int,
-        max_ef: int = 400,
+        max_ef: int,
         window: tuple[datetime, datetime] | None = None,
     ) -> list[dict[str, Any]]:
         """The hybrid candidates of an episode-like table (no states): nearest plus best keyword matches, and,

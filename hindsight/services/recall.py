@@ -45,7 +45,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from hindsight.config import DEFAULT_MODEL_PROFILES, ModelProfile, RetrievalSettings, get_settings
-from hindsight.db.recall_repository import Candidate, RecallRepository
+from hindsight.db.recall_repository import Candidate, RecallRepository, VectorPlan
 from hindsight.errors import InvalidInput
 from hindsight.textsearch import query_terms
 from pipeline.base import Embedder
@@ -237,6 +237,18 @@ def _aware(now: datetime | None) -> datetime:
     return now if now.tzinfo is not None else now.replace(tzinfo=UTC)
 
 
+def memory_plan(repo: RecallRepository, namespace: str, *, want: int, settings: RetrievalSettings) -> VectorPlan:
+    """How recall finds the `want` nearest memories of `namespace` under `settings` (bench/recall.py measures
+    this same plan)."""
+    return repo.vector_plan(
+        namespace,
+        want=want,
+        exact_max_rows=settings.exact_scan_max_rows,
+        max_scan_tuples=settings.max_scan_tuples,
+        max_ef=settings.max_ef_search,
+    )
+
+
 def recall(
     session: object,
     namespace: str,
@@ -274,13 +286,7 @@ def recall(
     terms = _weighted_terms(repo, "memories", namespace, query, settings)
     vector = list(query_vector) if query_vector is not None else embedder.embed([query])[0]
     want = max(settings.candidates, k)
-    plan = repo.vector_plan(
-        namespace,
-        want=want,
-        exact_max_rows=settings.exact_scan_max_rows,
-        max_scan_tuples=settings.max_scan_tuples,
-        max_ef=settings.max_ef_search,
-    )
+    plan = memory_plan(repo, namespace, want=want, settings=settings)
     found = repo.candidates(namespace, vector, terms, states=list(states), limit=want, plan=plan)
 
     scored = []

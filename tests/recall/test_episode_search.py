@@ -104,7 +104,7 @@ def test_episode_sizes_and_the_index(session_factory, namespace, episodes) -> No
         assert ns_rows == len(SUMMARIES)
         assert total >= 2 * len(SUMMARIES)  # the whole table (other tests' episodes too)
         # What the "hnsw" case above runs: the index, filtered inside its scan.
-        plan = choose_plan(ns_rows, total, want=5, exact_max_rows=0, max_scan_tuples=10**7)
+        plan = choose_plan(ns_rows, total, want=5, exact_max_rows=0, max_scan_tuples=10**7, max_ef=400)
         assert plan.mode == "iterative"
         assert plan.ef_search >= 40
         indexes = s.execute(sa.text("SELECT indexdef FROM pg_indexes WHERE tablename = 'episodes'")).scalars().all()

@@ -205,7 +205,7 @@ def test_big_namespace_plan_uses_the_index_and_stays_inside_the_namespace(  # ty
     other = add_memory("我们的数据库是PostgreSQL 15", ns=f"{namespace}-x")
     forced = RetrievalSettings(exact_scan_max_rows=0, max_scan_tuples=10**7)  # as if the namespace were big
     with session_factory() as s:
-        plan = RecallRepository(s).vector_plan(namespace, want=20, exact_max_rows=0, max_scan_tuples=10**7)
+        plan = RecallRepository(s).vector_plan(namespace, want=20, exact_max_rows=0, max_scan_tuples=10**7, max_ef=400)
     assert plan.mode == "iterative"
     result = _recall(session_factory, namespace, "which database do we use?", embedder, settings=forced)
     assert result.hits[0].memory.id == seeded["我们的数据库是PostgreSQL 15"]
@@ -224,7 +224,7 @@ def test_big_namespace_plan_uses_the_index_and_stays_inside_the_namespace(  # ty
     ],
 )
 def test_vector_plan_follows_the_namespace_size_and_share(ns_rows: int, total: int, mode: str, ef: int) -> None:
-    plan = choose_plan(ns_rows, total, want=20, exact_max_rows=5_000, max_scan_tuples=20_000)
+    plan = choose_plan(ns_rows, total, want=20, exact_max_rows=5_000, max_scan_tuples=20_000, max_ef=400)
     assert plan.mode == mode
     if mode == "iterative":
         assert (plan.max_scan_tuples, plan.order) == (20_000, "strict_order")
