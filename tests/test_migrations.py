@@ -181,6 +181,29 @@ def test_embeddings_become_halfvec_with_their_values_and_back(services) -> None:
     eng.dispose()
 
 
+def test_0011_updates_an_old_pgvector_or_says_what_to_install() -> None:
+    """The decision of 0011 on the installed and offered pgvector versions. (The server here has only 0.8.6's
+    install script, so an older extension cannot be created to run the update itself.)"""
+    import importlib.util
+    from pathlib import Path
+
+    import migrations
+
+    path = Path(migrations.__file__).parent / "versions" / "2026-12-06-0900_halfvec.py"
+    spec = importlib.util.spec_from_file_location("halfvec_migration", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.pgvector_step("0.8.6", "0.8.6") is None
+    assert module.pgvector_step("0.8.0", "0.7.4") is None  # installed is what counts
+    assert module.pgvector_step("0.6.2", "0.8.1") == "ALTER EXTENSION vector UPDATE"
+    with pytest.raises(RuntimeError, match=r"needs pgvector >= 0.8 \(installed 0.7.4, the server offers 0.7.4\)"):
+        module.pgvector_step("0.7.4", "0.7.4")
+    with pytest.raises(RuntimeError, match="installed None"):
+        module.pgvector_step(None, None)
+
+
 def test_audit_history_is_append_only(engine) -> None:
     import uuid
 

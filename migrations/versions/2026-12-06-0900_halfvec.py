@@ -34,21 +34,28 @@ def _version(v: str | None) -> tuple[int, ...]:
     return tuple(int("".join(ch for ch in p if ch.isdigit()) or 0) for p in (v or "0").split("."))
 
 
-def _require_pgvector_08() -> None:
-    bind = op.get_bind()
-    installed = bind.execute(sa.text("SELECT extversion FROM pg_extension WHERE extname = 'vector'")).scalar()
+def pgvector_step(installed: str | None, available: str | None) -> str | None:
+    """What the installed pgvector needs: None (it is new enough) or the SQL that updates it; raises when the
+    server offers nothing new enough."""
     if _version(installed) >= NEEDED:
-        return
-    available = bind.execute(
-        sa.text("SELECT default_version FROM pg_available_extensions WHERE name = 'vector'")
-    ).scalar()
+        return None
     if _version(available) >= NEEDED:
-        op.execute("ALTER EXTENSION vector UPDATE")
-        return
+        return "ALTER EXTENSION vector UPDATE"
     raise RuntimeError(
         f"hindsight needs pgvector >= 0.8 (installed {installed}, the server offers {available}); install a newer "
         "pgvector on the server (the image pgvector/pgvector:pg18 has it) and run `hindsight migrate` again"
     )
+
+
+def _require_pgvector_08() -> None:
+    bind = op.get_bind()
+    installed = bind.execute(sa.text("SELECT extversion FROM pg_extension WHERE extname = 'vector'")).scalar()
+    available = bind.execute(
+        sa.text("SELECT default_version FROM pg_available_extensions WHERE name = 'vector'")
+    ).scalar()
+    step = pgvector_step(installed, available)
+    if step is not None:
+        op.execute(step)
 
 
 def _retype(table: str, type_name: str, ops: str) -> None:
