@@ -18,6 +18,20 @@ def _tables(url: str) -> set[str]:
     return names
 
 
+def _insert_memory(conn: sa.Connection, key: str, value: str, embedding: str, search_text: str = "") -> None:
+    """One active memory in namespace 'ns', with the columns every revision since the first has."""
+    conn.execute(
+        sa.text(
+            "INSERT INTO memories (id, namespace, kind, key, value, subject, source, confidence, state, pinned, "
+            "negated, has_conflict, embedding, search_text, backend, embedding_model, created_at, updated_at, "
+            "last_verified_at, state_changed_at, access_count) VALUES (gen_random_uuid(), 'ns', 'fact', :k, :v, "
+            "'user', 'user', 0.8, 'active', false, false, false, CAST(:e AS vector), :st, 'test', 'test', "
+            "now(), now(), now(), now(), 0)"
+        ),
+        {"k": key, "v": value, "e": embedding, "st": search_text},
+    )
+
+
 def test_upgrade_downgrade_upgrade(services) -> None:
     url = services.create_database("migrations_roundtrip")
     migrate.upgrade(url, embedding_dim=8)
@@ -98,15 +112,8 @@ def test_memory_search_text_gains_key_topics_and_loses_them_on_downgrade(service
     migrate.upgrade(url, "0005_episode_text_search", embedding_dim=8)
     eng = sa.create_engine(url)
     with eng.begin() as conn:
-        conn.execute(
-            sa.text(
-                "INSERT INTO memories (id, namespace, kind, key, value, subject, source, confidence, state, pinned, "
-                "negated, has_conflict, embedding, search_text, backend, embedding_model, created_at, updated_at, "
-                "last_verified_at, state_changed_at, access_count) VALUES (gen_random_uuid(), 'ns', 'profile', "
-                "'user.role', '用户在市一院 ICU 当护士', 'user', 'user', 0.8, 'active', false, false, false, "
-                "'[1,0,0,0,0,0,0,0]', 'user role 用户 在 市 一院 icu 当 护士', 'test', 'test', "
-                "now(), now(), now(), now(), 0)"
-            )
+        _insert_memory(
+            conn, "user.role", "用户在市一院 ICU 当护士", "[1,0,0,0,0,0,0,0]", "user role 用户 在 市 一院 icu 当 护士"
         )
 
     def matches(word: str) -> int:
@@ -135,16 +142,7 @@ def test_embeddings_become_halfvec_with_their_values_and_back(services) -> None:
     values = {"a": "[1,0,0,0,0,0,0,0]", "b": "[0.6,0.8,0,0,0,0,0,0]", "c": "[0,0,0,0,0,0,0.28,0.96]"}
     with eng.begin() as conn:
         for key, vec in values.items():
-            conn.execute(
-                sa.text(
-                    "INSERT INTO memories (id, namespace, kind, key, value, subject, source, confidence, state, "
-                    "pinned, negated, has_conflict, embedding, search_text, backend, embedding_model, created_at, "
-                    "updated_at, last_verified_at, state_changed_at, access_count) VALUES (gen_random_uuid(), 'ns', "
-                    "'fact', :k, :val, 'user', 'user', 0.8, 'active', false, false, false, CAST(:v AS vector), '', "
-                    "'test', 'test', now(), now(), now(), now(), 0)"
-                ),
-                {"k": f"user.{key}", "val": key, "v": vec},
-            )
+            _insert_memory(conn, f"user.{key}", key, vec)
 
     def column_and_index() -> tuple[str, str]:
         with eng.connect() as conn:
