@@ -12,24 +12,22 @@ looked up, so it says nothing about whether that namespace exists; a memory id t
 
 from __future__ import annotations
 
-import hashlib
 import hmac
-import ipaddress
 import json
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+# Validated in the core; re-exported for the API's callers (explicit `as` re-exports).
+from hindsight.auth_settings import NO_AUTH as NO_AUTH
+from hindsight.auth_settings import TOKENS as TOKENS
+from hindsight.auth_settings import AuthConfigError as AuthConfigError
+from hindsight.auth_settings import loopback_bind as _loopback
+from hindsight.auth_settings import resolve_auth
+from hindsight.auth_settings import token_digest as token_digest
 from hindsight.config import Settings
 from hindsight.errors import HindsightError
-
-NO_AUTH = "none"
-TOKENS = "tokens"
-
-
-class AuthConfigError(HindsightError):
-    """The auth settings would leave the service open (or unusable); the process refuses to start."""
 
 
 class Unauthorized(HindsightError):
@@ -38,10 +36,6 @@ class Unauthorized(HindsightError):
 
 class Forbidden(HindsightError):
     """The token is valid but not for this namespace (HTTP 403)."""
-
-
-def token_digest(token: str) -> str:
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
 def grant_allows(pattern: str, namespace: str) -> bool:
@@ -69,15 +63,6 @@ class Principal:
 
 LOCAL = Principal(name="local", grants=("*",))
 """The caller in no-auth mode (local use only)."""
-
-
-def _loopback(host: str) -> bool:
-    if host in ("localhost", ""):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def loopback_name(host: str) -> bool:
@@ -152,36 +137,10 @@ class Authenticator:
 
     @classmethod
     def from_settings(cls, settings: Settings, *, host: str | None = None) -> Authenticator:
-        """Resolve the auth mode; refuse configurations that would silently leave the service open."""
-        auth = settings.auth
-        digests: list[tuple[bytes, tuple[str, ...]]] = []
-        for token, grants in auth.tokens.items():
-            digests.append((bytes.fromhex(token_digest(token)), _grants(grants, "a token")))
-        for digest, grants in auth.token_digests.items():
-            try:
-                raw = bytes.fromhex(digest)
-            except ValueError:
-                raise AuthConfigError("auth.token_digests keys must be SHA-256 hex digests") from None
-            if len(raw) != 32:
-                raise AuthConfigError("auth.token_digests keys must be SHA-256 hex digests (64 hex characters)")
-            digests.append((raw, _grants(grants, f"digest {digest[:8]}…")))
-        mode = auth.mode or (TOKENS if digests else None)
-        if mode is None:
-            bind = host if host is not None else settings.api_host
-            if settings.env == "prod":
-                raise AuthConfigError(
-                    "env=prod with no auth tokens: set HINDSIGHT_AUTH__TOKENS (or __TOKEN_DIGESTS), "
-                    "or HINDSIGHT_AUTH__MODE=none to run without auth on purpose"
-                )
-            if not _loopback(bind):
-                raise AuthConfigError(
-                    f"listening on {bind} with no auth tokens: set HINDSIGHT_AUTH__TOKENS, or "
-                    "HINDSIGHT_AUTH__MODE=none to run without auth on purpose"
-                )
-            mode = NO_AUTH
-        if mode == TOKENS and not digests:
-            raise AuthConfigError("auth.mode=tokens but no tokens are configured")
-        return cls(mode=mode, _digests=digests)
+        """Resolve the auth mode; refuse configurations that would silently leave the service open
+        (validated in the core: hindsight.auth_settings.resolve_auth)."""
+        config = resolve_auth(settings, host=host)
+        return cls(mode=config.mode, _digests=list(config.digests))
 
     @property
     def enabled(self) -> bool:
@@ -202,15 +161,6 @@ class Authenticator:
         if found is None:
             raise Unauthorized("unknown bearer token")
         return Principal(name=f"token:{digest.hex()[:8]}", grants=found)
-
-
-def _grants(grants: list[str], what: str) -> tuple[str, ...]:
-    if not grants:
-        raise AuthConfigError(f"{what} grants no namespace")
-    for g in grants:
-        if not g or ("*" in g[:-1]):
-            raise AuthConfigError(f"{what}: grant {g!r} must be a namespace or a prefix ending in '*'")
-    return tuple(grants)
 
 
 def bearer(header: str | None) -> str | None:
