@@ -124,6 +124,22 @@ class TranscriptRepository:
             stmt = stmt.where(TranscriptRow.namespace == namespace)
         return list(self.session.execute(stmt.order_by(TranscriptRow.updated_at).limit(limit)).scalars())
 
+    def lock_dead(self, ids: Sequence[uuid.UUID] | None = None, namespace: str | None = None) -> list[TranscriptRow]:
+        """Lock the dead-lettered transcripts, all of them or those with these ids, optionally in one namespace."""
+        stmt = select(TranscriptRow).where(TranscriptRow.state == "dead").with_for_update()
+        if ids is not None:
+            stmt = stmt.where(TranscriptRow.id.in_(list(ids)))
+        if namespace:
+            stmt = stmt.where(TranscriptRow.namespace == namespace)
+        return list(self.session.execute(stmt).scalars())
+
+    def count_finished(self, ids: Sequence[uuid.UUID]) -> int:
+        """How many of these transcripts are finished: distilled (`done`) or given up on (`dead`)."""
+        if not ids:
+            return 0
+        stmt = select(func.count()).where(TranscriptRow.id.in_(list(ids)), TranscriptRow.state.in_(("done", "dead")))
+        return int(self.session.execute(stmt).scalar_one())
+
     def lock_mentioning(self, namespace: str, lowered: Sequence[str]) -> list[TranscriptRow]:
         """Erase support: the namespace's transcripts whose turns contain one of `lowered` (lower-case)."""
         if not lowered:
@@ -204,6 +220,13 @@ class EpisodeRepository:
                 .with_for_update()
             ).scalars()
         )
+
+    def backends_in(self, namespaces: Sequence[str]) -> list[str]:
+        """The distinct back-ends that produced these namespaces' episodes, sorted."""
+        if not namespaces:
+            return []
+        stmt = select(EpisodeRow.backend).where(EpisodeRow.namespace.in_(list(namespaces))).distinct()
+        return sorted(self.session.execute(stmt).scalars())
 
     def count_for_transcripts(self, namespace: str, transcript_ids: Sequence[uuid.UUID]) -> int:
         if not transcript_ids:
