@@ -5,24 +5,24 @@ from __future__ import annotations
 from typing import Any
 
 from hindsight.config import Settings
+from hindsight.errors import NoServer
 
 
 def resolve_redis_url(settings: Settings) -> str:
-    """The configured Redis, or the embedded one in data_dir/redis (started if it is not running)."""
+    """The configured Redis, or the embedded one already running in data_dir/redis.
+
+    Starts nothing: the embedded server is started only where asked for (`hindsight.embedded`)."""
     if settings.redis_url:
         return settings.redis_url
-    from hindsight.embedded import start_redis
+    from hindsight.embedded import running_redis
 
-    sock = (settings.data_dir / "redis" / "redis.sock").resolve()
-    if sock.exists():
-        import redis
-
-        try:
-            redis.Redis(unix_socket_path=str(sock)).ping()
-            return f"redis+socket://{sock}"
-        except redis.RedisError:
-            pass
-    return start_redis(settings.data_dir / "redis").url
+    url = running_redis(settings.data_dir / "redis")
+    if url is None:
+        raise NoServer(
+            f"no Redis configured and no local stack running in {settings.data_dir}: "
+            "run `hindsight up` or set HINDSIGHT_REDIS_URL"
+        )
+    return url
 
 
 def redis_client(url: str) -> Any:

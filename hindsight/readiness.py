@@ -14,7 +14,8 @@ log = structlog.get_logger(__name__)
 def wait_for_services(settings: Settings, *, timeout: float, postgres: bool = True, redis: bool = True) -> None:
     """Block until the configured servers answer, or raise after `timeout` seconds.
 
-    Embedded servers (no URL configured) are started by the process itself, so there is nothing to wait for.
+    With no URL configured, the local stack's embedded server must already run in data_dir: NoServer is raised
+    at once when it does not (nothing is started here, and there is nothing to wait for).
     """
     retrying = Retrying(
         stop=stop_after_delay(timeout),
@@ -27,6 +28,14 @@ def wait_for_services(settings: Settings, *, timeout: float, postgres: bool = Tr
             error=str(rs.outcome.exception() if rs.outcome else "")[:200],
         ),
     )
+    if postgres and not settings.database_url:
+        from hindsight.db.engine import resolve_database_url
+
+        resolve_database_url(settings)
+    if redis and not settings.redis_url:
+        from hindsight.broker import resolve_redis_url
+
+        resolve_redis_url(settings)
     if postgres and settings.database_url:
         engine = create_engine(settings.database_url, pool_pre_ping=True)
         try:

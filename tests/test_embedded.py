@@ -32,3 +32,34 @@ def test_a_data_directory_of_another_major_is_refused_and_left_alone(tmp_path: P
     (pg / "PG_VERSION").write_text(f"{embedded_postgres_major()}\n")
     check_data_dir_version(pg)  # its own version passes
     check_data_dir_version(tmp_path / "new")  # as does a directory not made yet
+
+
+def test_resolving_a_url_starts_nothing_and_says_what_to_do(tmp_path: Path) -> None:
+    """With no URL configured and no local stack running, get_engine and resolve_redis_url raise a clear error;
+    no server is started (nothing is created in data_dir)."""
+    from hindsight.broker import resolve_redis_url
+    from hindsight.config import Settings
+    from hindsight.db.engine import get_engine
+    from hindsight.errors import NoServer
+
+    data_dir = tmp_path / "data"
+    settings = Settings(database_url=None, redis_url=None, data_dir=data_dir)
+    with pytest.raises(NoServer, match=r"no database configured and no local stack running") as no_db:
+        get_engine(settings)
+    assert "run `hindsight up` or set HINDSIGHT_DATABASE_URL" in str(no_db.value)
+    with pytest.raises(NoServer, match=r"no Redis configured and no local stack running") as no_redis:
+        resolve_redis_url(settings)
+    assert "run `hindsight up` or set HINDSIGHT_REDIS_URL" in str(no_redis.value)
+    assert not data_dir.exists()
+
+
+def test_resolving_a_url_attaches_to_the_local_stack_that_runs(services) -> None:  # type: ignore[no-untyped-def]
+    """The embedded servers running in data_dir (here the test run's own, in its base directory) are found
+    and used as they are."""
+    from hindsight.broker import resolve_redis_url
+    from hindsight.config import Settings
+    from hindsight.db.engine import resolve_database_url
+
+    settings = Settings(database_url=None, redis_url=None, data_dir=services.data_dir.parent)
+    assert resolve_database_url(settings) == services.pg_server_url
+    assert resolve_redis_url(settings) == services.redis_url

@@ -23,8 +23,8 @@ TASK_MODULES = ["workers.tasks", "workers.signals"]
 
 
 def celery_config(settings: Settings) -> dict[str, object]:
-    """Celery's configuration from hindsight's settings (the broker is resolved here: the embedded Redis is
-    started if none is configured)."""
+    """Celery's configuration from hindsight's settings (the broker is resolved here: the configured Redis, or
+    the local stack's embedded one if it runs; nothing is started)."""
     return {
         "broker_url": resolve_redis_url(settings),
         "task_default_queue": "hindsight",

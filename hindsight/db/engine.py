@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from typing import NewType
@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session as _Session
 from sqlalchemy.orm import sessionmaker
 
 from hindsight.config import Settings, get_settings
+from hindsight.errors import NoServer
 
 Session = NewType("Session", _Session)
 """A read-write unit of work (committed by `session_scope`)."""
@@ -20,13 +21,21 @@ ReadSession = NewType("ReadSession", _Session)
 
 
 def resolve_database_url(settings: Settings | None = None) -> str:
-    """The configured URL, or the embedded PostgreSQL's (started on first use) when none is set."""
+    """The configured URL, or the URL of the embedded PostgreSQL already running in data_dir/pg.
+
+    Starts nothing: the embedded server is started only where asked for (`hindsight.embedded`)."""
     settings = settings or get_settings()
     if settings.database_url:
         return settings.database_url
-    from hindsight.embedded import start_postgres
+    from hindsight.embedded import running_postgres
 
-    return start_postgres(settings.data_dir / "pg")
+    url = running_postgres(settings.data_dir / "pg")
+    if url is None:
+        raise NoServer(
+            f"no database configured and no local stack running in {settings.data_dir}: "
+            "run `hindsight up` or set HINDSIGHT_DATABASE_URL"
+        )
+    return url
 
 
 @lru_cache(maxsize=8)
@@ -36,6 +45,8 @@ def _engine_for(url: str) -> Engine:
 
 
 def get_engine(settings: Settings | None = None) -> Engine:
+    """The process's engine for these settings' database (`resolve_database_url`: raises NoServer, starts
+    nothing)."""
     return _engine_for(resolve_database_url(settings))
 
 
@@ -44,10 +55,27 @@ def _factory(engine: Engine) -> sessionmaker[_Session]:
     return sessionmaker(bind=engine, expire_on_commit=False)
 
 
+_AFTER_COMMIT = "hindsight.after_commit"
+
+
+def after_commit(session: Session, callback: Callable[[], object]) -> None:
+    """Run `callback` once this unit of work has committed (in the order registered); never if it rolls back.
+
+    Services use it to send messages about rows only once those rows are durable (send after commit). Only a
+    session from `session_scope` runs callbacks, so any other session is refused rather than silently
+    dropping them. An exception from a callback reaches the caller of `session_scope`, after the commit."""
+    callbacks = session.info.get(_AFTER_COMMIT)
+    if callbacks is None:
+        raise RuntimeError("after_commit needs a session from session_scope (no other session runs callbacks)")
+    callbacks.append(callback)
+
+
 @contextmanager
 def session_scope(engine: Engine | None = None) -> Iterator[Session]:
-    """One unit of work: commit on success, roll back on error."""
+    """One unit of work: commit on success, roll back on error; then the `after_commit` callbacks."""
     session = _factory(engine or get_engine())()
+    callbacks: list[Callable[[], object]] = []
+    session.info[_AFTER_COMMIT] = callbacks
     try:
         yield Session(session)
         session.commit()
@@ -55,11 +83,15 @@ def session_scope(engine: Engine | None = None) -> Iterator[Session]:
         session.rollback()
         raise
     finally:
+        session.info.pop(_AFTER_COMMIT, None)
         session.close()
+    for callback in callbacks:  # reached only after the commit: an exception above skips them
+        callback()
 
 
 @contextmanager
 def read_session(engine: Engine | None = None) -> Iterator[ReadSession]:
+    """A session to read with; rolled back at the end, so nothing it did is ever committed."""
     session = _factory(engine or get_engine())()
     try:
         yield ReadSession(session)
