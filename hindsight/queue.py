@@ -1,20 +1,23 @@
-"""Sending notifications onto the queue. Postgres holds the work; a message only says where to look."""
+"""What the services need from the queue: a Publisher. Postgres holds the work; a message only says where to look.
+
+The core names the messages and never imports a transport: the Celery implementation lives with the workers
+(workers/publisher.py), and the API, the CLI, the eval harness and the tests hand one in.
+"""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
+from typing import Protocol
 
 DISTILL_TASK = "distill.transcript"
+"""The task a distill message names (workers/tasks.py registers it)."""
 
 
-def send_distill(transcript_ids: Iterable[uuid.UUID]) -> int:
-    """Send one distill task per id (call only after the rows are committed)."""
-    from workers.celery_app import get_app
+class Publisher(Protocol):
+    """Sends notifications onto the queue. Services call it only after the rows are committed
+    (`hindsight.db.engine.after_commit`)."""
 
-    app = get_app()
-    n = 0
-    for tid in transcript_ids:
-        app.send_task(DISTILL_TASK, args=[str(tid)])
-        n += 1
-    return n
+    def send_distill(self, transcript_ids: Iterable[uuid.UUID]) -> int:
+        """Send one distill task per id; returns how many were sent."""
+        ...
