@@ -15,6 +15,9 @@ COPY workers ./workers
 COPY api ./api
 COPY schemas ./schemas
 COPY migrations ./migrations
+# The eval harness and the local stack are tools on top of the core; `hindsight eval` and `hindsight up` need them.
+COPY evaluation ./evaluation
+COPY devstack ./devstack
 RUN pip install . && useradd --create-home hindsight
 USER hindsight
 EXPOSE 8765

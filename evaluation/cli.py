@@ -36,10 +36,10 @@ def _fail(message: str) -> typer.Exit:
 
 
 def _run(load, run, render, *, external: bool, data_dir: Path | None, concurrency: int | None) -> None:  # type: ignore[no-untyped-def]
+    from evaluation.report import emit
+    from evaluation.runtime import eval_runtime
     from hindsight.config import get_settings
     from hindsight.errors import HindsightError
-    from hindsight.evaluation.report import emit
-    from hindsight.evaluation.runtime import eval_runtime
     from hindsight.logging import configure_logging
 
     settings = get_settings()
@@ -81,9 +81,9 @@ def distill_cmd(
     concurrency: ConcurrencyOption = None,
 ) -> None:
     """Run every case through the real pipeline and score what the store keeps."""
-    from hindsight.evaluation.data import load_cases
-    from hindsight.evaluation.report import distill_table, failures_text
-    from hindsight.evaluation.suites import run_distill
+    from evaluation.data import load_cases
+    from evaluation.report import distill_table, failures_text
+    from evaluation.suites import run_distill
 
     def load():  # type: ignore[no-untyped-def]
         data = load_cases(file, redteam=redteam)
@@ -110,9 +110,9 @@ def distill_cmd(
 def _evidence(  # type: ignore[no-untyped-def]
     suite: str, loader, file: Path, limit, external, data_dir, concurrency, episodes: bool, qa: bool, qa_budget: int
 ) -> None:
+    from evaluation.report import evidence_table, qa_table
+    from evaluation.suites import run_evidence
     from hindsight.config import get_settings
-    from hindsight.evaluation.report import evidence_table, qa_table
-    from hindsight.evaluation.suites import run_evidence
 
     if qa and get_settings().llm.backend != "openai":
         raise _fail(
@@ -127,7 +127,7 @@ def _evidence(  # type: ignore[no-untyped-def]
     def run(rt, data):  # type: ignore[no-untyped-def]
         judge = None
         if qa:
-            from hindsight.evaluation.qa import QA
+            from evaluation.qa import QA
             from hindsight.llm import OpenAICompatibleClient
 
             judge = QA(OpenAICompatibleClient.from_settings(rt.settings.llm), suite=suite, budget_tokens=qa_budget)
@@ -180,7 +180,7 @@ def locomo_cmd(
     concurrency: ConcurrencyOption = None,
 ) -> None:
     """Evidence recall on LoCoMo (categories 1-4) beside dense and BM25 retrieval over the raw turns."""
-    from hindsight.evaluation.data import load_locomo
+    from evaluation.data import load_locomo
 
     _evidence("locomo", load_locomo, file, limit, external, data_dir, concurrency, episodes, qa, qa_budget)
 
@@ -197,7 +197,7 @@ def longmemeval_cmd(
     concurrency: ConcurrencyOption = None,
 ) -> None:
     """Evidence recall of `has_answer` turns on LongMemEval, per question type, beside the raw-turn baselines."""
-    from hindsight.evaluation.data import load_longmemeval
+    from evaluation.data import load_longmemeval
 
     _evidence("longmemeval", load_longmemeval, file, limit, external, data_dir, concurrency, episodes, qa, qa_budget)
 
@@ -219,9 +219,9 @@ def madial_cmd(
     data_dir: DataDirOption = None,
 ) -> None:
     """Chinese retrieval: recall@1/5/10 and MRR of the relevant memories, beside dense and BM25."""
-    from hindsight.evaluation.data import MADIAL_QUERY_MODES, load_madial
-    from hindsight.evaluation.report import madial_table
-    from hindsight.evaluation.suites import run_madial
+    from evaluation.data import MADIAL_QUERY_MODES, load_madial
+    from evaluation.report import madial_table
+    from evaluation.suites import run_madial
 
     if query not in MADIAL_QUERY_MODES:
         raise _fail(f"--query must be one of {', '.join(MADIAL_QUERY_MODES)}")

@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from hindsight.evaluation.scoring import DISTILL_KEYS, HALF_DENSE, RETRIEVAL_BUDGETS, CaseScore
+from evaluation.scoring import DISTILL_KEYS, HALF_DENSE, RETRIEVAL_BUDGETS, CaseScore
 
 
 def _fmt(v: Any) -> str:

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hindsight.evaluation.data import Case, FactExpect, QueryExpect
+from evaluation.data import Case, FactExpect, QueryExpect
 
 
 def norm(text: str) -> str:

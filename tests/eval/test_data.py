@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hindsight.evaluation.data import DataError, load_cases, load_locomo, load_longmemeval, load_madial
+from evaluation.data import DataError, load_cases, load_locomo, load_longmemeval, load_madial
 
 DATA = Path(__file__).parent / "data"
 GOOD = {

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from hindsight.evaluation.data import Case
-from hindsight.evaluation.scoring import (
+from evaluation.data import Case
+from evaluation.scoring import (
     QueryRun,
     RankedItem,
     StoredMemory,
@@ -191,7 +191,7 @@ def test_rank_scores() -> None:
 
 
 def test_reciprocal_rank_fusion_rewards_agreement() -> None:
-    from hindsight.evaluation.baselines import reciprocal_rank_fusion
+    from evaluation.baselines import reciprocal_rank_fusion
 
     # 2 is second in both lists: 2/(60+2) beats 1/(60+1) for 0 (first in one, absent from the other).
     assert reciprocal_rank_fusion([[0, 2, 3], [1, 2, 4]], depth=3)[0] == 2
@@ -201,7 +201,7 @@ def test_reciprocal_rank_fusion_rewards_agreement() -> None:
 
 
 def test_recall_within_each_budget() -> None:
-    from hindsight.evaluation.scoring import budget_recall
+    from evaluation.scoring import budget_recall
 
     items = [
         RankedItem(frozenset({"a"}), 200),

@@ -118,7 +118,7 @@ def test_an_existing_redis_folder_is_narrowed(tmp_path: Path) -> None:
 
 @pytest.mark.usefixtures("open_umask")
 def test_the_local_stack_process_logs_are_0600(tmp_path: Path) -> None:
-    from hindsight.stack import Stack
+    from devstack.stack import Stack
 
     settings = get_settings().model_copy(update={"data_dir": tmp_path / "data"})
     stack = Stack(settings=settings, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
