@@ -28,6 +28,7 @@ from hindsight.db.engine import get_engine, read_session, session_scope
 from hindsight.db.repositories import TranscriptRepository
 from hindsight.errors import InvalidInput, NotFound, TransientError
 from hindsight.logging import configure_logging
+from hindsight.queue import Publisher
 from hindsight.services import erase as erase_service
 from hindsight.services import memories as memory_service
 from hindsight.services import memory_ops
@@ -63,6 +64,7 @@ from schemas.memories import (
 )
 from schemas.pipeline import MemoryKind
 from schemas.recall import EpisodeRecallResult, RecallResult, RoundRecallResult
+from workers.publisher import CeleryPublisher
 
 log = structlog.get_logger(__name__)
 
@@ -74,6 +76,7 @@ class State:
     embedder: Embedder | None
     redis_url: str
     auth: Authenticator
+    publisher: Publisher
 
 
 class BodyLimit:
@@ -148,6 +151,7 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
             embedder=embedder or build_embedder(settings.embedding),
             redis_url=resolve_redis_url(settings),
             auth=auth,
+            publisher=CeleryPublisher.for_settings(settings),
         )
         log.info("api.started", version=__version__, auth=auth.mode)
         yield
@@ -293,7 +297,9 @@ def _routes(app: FastAPI) -> None:
     def ingest(namespace: NamespacePath, body: TranscriptBody, state: StateDep) -> TranscriptAccepted:
         """Accept a transcript (conversation end or turn threshold) for distillation."""
         event = TranscriptIn(namespace=namespace, **body.model_dump())
-        return publish_transcripts([event], settings=state.settings, engine=state.engine)[0]
+        with _unit(state) as session:
+            accepted = publish_transcripts(session, [event], publisher=state.publisher, settings=state.settings)
+        return accepted[0]
 
     @app.get(
         "/v1/namespaces/{namespace}/transcripts/{transcript_id}",
@@ -533,9 +539,10 @@ def _routes(app: FastAPI) -> None:
         """Erase for real (cannot be undone): the row, its embedding and provenance, the source turns, episodes
         quoting them, and its text in the audit history, sessions and log files. A tombstone without content
         stays."""
-        return erase_service.erase(
-            state.engine, namespace, memory_ids=[memory_id], actor=actor, outside=_outside(state)
-        )
+        with _unit(state) as session:
+            return erase_service.erase(
+                session, namespace, memory_ids=[memory_id], actor=actor, outside=_outside(state)
+            )
 
     @app.post("/v1/namespaces/{namespace}/erase", response_model=EraseResult, tags=["privileged"])
     def erase_subject(namespace: NamespacePath, body: EraseSubjectIn, state: StateDep, actor: ActorDep) -> EraseResult:
@@ -544,14 +551,15 @@ def _routes(app: FastAPI) -> None:
         turn, episode and working-memory turn of the namespace that names the subject."""
         if not body.key_prefix and not body.subject:
             raise InvalidInput("name a key_prefix or a subject to erase")
-        return erase_service.erase(
-            state.engine,
-            namespace,
-            key_prefix=body.key_prefix,
-            subject=body.subject,
-            actor=actor,
-            outside=_outside(state),
-        )
+        with _unit(state) as session:
+            return erase_service.erase(
+                session,
+                namespace,
+                key_prefix=body.key_prefix,
+                subject=body.subject,
+                actor=actor,
+                outside=_outside(state),
+            )
 
     @app.delete(
         "/v1/namespaces/{namespace}/transcripts/{transcript_id}", response_model=EraseResult, tags=["privileged"]
@@ -562,9 +570,10 @@ def _routes(app: FastAPI) -> None:
         """Erase one transcript (cannot be undone): its turns, its episode and its provenance records go;
         memories whose only source it was are erased (tombstones stay), the others lose that provenance.
         404 when the transcript is not in the namespace."""
-        return erase_service.erase_transcript(
-            state.engine, namespace, transcript_id, actor=actor, outside=_outside(state)
-        )
+        with _unit(state) as session:
+            return erase_service.erase_transcript(
+                session, namespace, transcript_id, actor=actor, outside=_outside(state)
+            )
 
     @app.delete("/v1/namespaces/{namespace}", response_model=EraseResult, tags=["privileged"])
     def erase_namespace(
@@ -578,7 +587,8 @@ def _routes(app: FastAPI) -> None:
         Content-free tombstones and `erased` audit records stay. `confirm` must repeat the namespace (422)."""
         if confirm != namespace:
             raise InvalidInput("confirm must repeat the namespace to erase it")
-        return erase_service.erase_namespace(state.engine, namespace, actor=actor, outside=_outside(state))
+        with _unit(state) as session:
+            return erase_service.erase_namespace(session, namespace, actor=actor, outside=_outside(state))
 
 
 def _outside(state: State) -> erase_service.Outside:
@@ -587,7 +597,7 @@ def _outside(state: State) -> erase_service.Outside:
 
 
 def _sessions(state: State) -> SessionStore:
-    return session_store(state.settings, redis_url=state.redis_url, engine=state.engine)
+    return session_store(state.settings, redis_url=state.redis_url, publisher=state.publisher, engine=state.engine)
 
 
 def app_factory() -> FastAPI:

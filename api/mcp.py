@@ -37,6 +37,7 @@ from hindsight import __version__
 from hindsight.config import Settings
 from hindsight.db.engine import get_engine, read_session, session_scope
 from hindsight.errors import HindsightError, NotFound
+from hindsight.queue import Publisher
 from hindsight.services import erase as erase_service
 from hindsight.services import memories as memory_service
 from hindsight.services import memory_ops
@@ -47,6 +48,7 @@ from schemas.events import NAMESPACE_PATTERN
 from schemas.memories import KEY_PATTERN, EraseResult, MemoryRead, MemoryWrite, RememberResult, WriteResult
 from schemas.pipeline import MemoryKind, Source
 from schemas.recall import EpisodeRecallResult, RecallResult, RoundRecallResult
+from workers.publisher import CeleryPublisher
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -75,6 +77,7 @@ class McpState:
     auth: Authenticator
     transport: Transport
     stdio_namespace: str | None
+    publisher: Publisher
 
 
 class _Verifier(TokenVerifier):
@@ -128,6 +131,7 @@ def build_server(
             auth=auth,
             transport=transport,
             stdio_namespace=stdio_ns,
+            publisher=CeleryPublisher(),
         )
         log.info("mcp.started", transport=transport, auth=auth.mode, version=__version__)
         yield state
@@ -441,11 +445,13 @@ def _register(server: MCPServer[McpState]) -> None:
         ns, actor = _resolve(ctx, namespace)
         _confirmed(confirm, ns)
         st = _state(ctx)
-        return await _call(
-            lambda: erase_service.erase_transcript(
-                st.engine, ns, transcript_id, actor=actor, outside=erase_service.outside_of(st.settings, st.engine)
-            )
-        )
+
+        def run() -> EraseResult:
+            outside = erase_service.outside_of(st.settings, publisher=st.publisher, engine=st.engine)
+            with session_scope(st.engine) as session:
+                return erase_service.erase_transcript(session, ns, transcript_id, actor=actor, outside=outside)
+
+        return await _call(run)
 
     @server.tool(
         name="namespace_erase",
@@ -464,11 +470,13 @@ def _register(server: MCPServer[McpState]) -> None:
         ns, actor = _resolve(ctx, namespace)
         _confirmed(confirm, ns)
         st = _state(ctx)
-        return await _call(
-            lambda: erase_service.erase_namespace(
-                st.engine, ns, actor=actor, outside=erase_service.outside_of(st.settings, st.engine)
-            )
-        )
+
+        def run() -> EraseResult:
+            outside = erase_service.outside_of(st.settings, publisher=st.publisher, engine=st.engine)
+            with session_scope(st.engine) as session:
+                return erase_service.erase_namespace(session, ns, actor=actor, outside=outside)
+
+        return await _call(run)
 
     @server.resource(
         "memory://{namespace}/{memory_id}",

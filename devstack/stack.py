@@ -12,6 +12,8 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -19,11 +21,12 @@ from pathlib import Path
 import httpx
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from sqlalchemy import func, select
+from sqlalchemy import Engine
 
 from hindsight.config import Settings
 from hindsight.embedded import EmbeddedRedis, start_postgres, start_redis, stop_postgres
 from hindsight.files import PRIVATE_UMASK, open_private, private_dir
+from schemas.events import TranscriptIn
 
 
 @dataclass
@@ -70,10 +73,11 @@ class Stack:
             stop_postgres(self.pg_dir)
 
 
-def sample_events() -> list:  # type: ignore[type-arg]
+def sample_events() -> list[TranscriptIn]:
+    """The bundled Chinese and English sample conversations (devstack/samples/conversations.jsonl)."""
     from hindsight.services.ingest import read_events_file
 
-    path = resources.files("hindsight") / "samples" / "conversations.jsonl"
+    path = resources.files("devstack") / "samples" / "conversations.jsonl"
     with resources.as_file(path) as p:
         return read_events_file(str(p))
 
@@ -81,9 +85,11 @@ def sample_events() -> list:  # type: ignore[type-arg]
 def run_stack(
     settings: Settings, *, feed_samples: bool, once: bool, timeout: float, console: Console, out: Console
 ) -> int:
+    """Start the stack, feed it the samples, show what was remembered; returns the exit code."""
     from hindsight.db import migrate
-    from hindsight.db.engine import get_engine
+    from hindsight.db.engine import get_engine, session_scope
     from hindsight.logging import configure_logging
+    from workers.publisher import CeleryPublisher
 
     configure_logging(settings)
     private_dir(settings.data_dir)  # PostgreSQL's and Redis's data, the logs
@@ -127,15 +133,18 @@ def run_stack(
             from hindsight.services.ingest import publish_transcripts
 
             engine = get_engine(settings)
+            publisher = CeleryPublisher.for_settings(settings)
             # A namespace's conversations are sent in order, each round after the previous is distilled,
             # as they would arrive from a real agent over time.
             rounds: dict[str, int] = {}
-            by_round: dict[int, list] = {}  # type: ignore[type-arg]
+            by_round: dict[int, list[TranscriptIn]] = {}
             for event in events:
                 n = rounds[event.namespace] = rounds.get(event.namespace, -1) + 1
                 by_round.setdefault(n, []).append(event)
             for batch in by_round.values():
-                ids = [a.id for a in publish_transcripts(batch, settings=settings)]
+                with session_scope(engine) as session:
+                    accepted = publish_transcripts(session, batch, publisher=publisher, settings=settings)
+                ids = [a.id for a in accepted]
                 _wait_distilled(stack, engine, ids, console, timeout=timeout, stop=lambda: stop_requested)
             _show(engine, sorted({e.namespace for e in events}), out)
             out.print(
@@ -176,9 +185,17 @@ def _wait_ready(stack: Stack, base: str, console: Console, *, deadline: float) -
     raise RuntimeError(f"the API at {base} was not ready within 120 s")
 
 
-def _wait_distilled(stack: Stack, engine, ids, console: Console, *, timeout: float, stop) -> None:  # type: ignore[no-untyped-def]
+def _wait_distilled(
+    stack: Stack,
+    engine: Engine,
+    ids: Sequence[uuid.UUID],
+    console: Console,
+    *,
+    timeout: float,
+    stop: Callable[[], bool],
+) -> None:
     from hindsight.db.engine import read_session
-    from hindsight.db.models import TranscriptRow
+    from hindsight.db.repositories import TranscriptRepository
 
     deadline = time.monotonic() + timeout
     with Progress(
@@ -193,9 +210,7 @@ def _wait_distilled(stack: Stack, engine, ids, console: Console, *, timeout: flo
         while time.monotonic() < deadline and not stop():
             stack.check_children()
             with read_session(engine) as session:
-                finished = session.execute(
-                    select(func.count()).where(TranscriptRow.id.in_(ids), TranscriptRow.state.in_(("done", "dead")))
-                ).scalar_one()
+                finished = TranscriptRepository(session).count_finished(ids)
             progress.update(task, completed=finished)
             if finished >= len(ids):
                 return
@@ -203,10 +218,10 @@ def _wait_distilled(stack: Stack, engine, ids, console: Console, *, timeout: flo
     raise RuntimeError("the sample conversations were not distilled in time; see the worker log")
 
 
-def _show(engine, namespaces: list[str], out: Console) -> None:  # type: ignore[no-untyped-def]
-    from hindsight.cli import memory_table
+def _show(engine: Engine, namespaces: list[str], out: Console) -> None:
     from hindsight.db.engine import read_session
     from hindsight.services.memories import count_rounds, list_episodes, list_memories
+    from hindsight.tables import memory_table
 
     with read_session(engine) as session:
         for ns in namespaces:

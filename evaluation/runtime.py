@@ -14,16 +14,17 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine
 
 from hindsight.config import Settings
+from hindsight.queue import Publisher
+from schemas.events import TranscriptIn
 
 
 @dataclass
@@ -34,21 +35,16 @@ class Runtime:
     worker: subprocess.Popen[bytes] | None = None
     worker_log: Path | None = None
     env: dict[str, str] = field(default_factory=dict)
-    _celery: Any = None
+    _publisher: Publisher | None = None
 
-    def _send(self, transcript_ids: Iterable[uuid.UUID]) -> int:
-        """Queue distill tasks on this runtime's Redis (which may not be the process-wide default)."""
-        from hindsight.queue import DISTILL_TASK
+    @property
+    def publisher(self) -> Publisher:
+        """Sends distill tasks to this runtime's Redis (which may not be the process-wide default)."""
+        if self._publisher is None:
+            from workers.publisher import CeleryPublisher
 
-        if self._celery is None:
-            from workers.celery_app import create_app
-
-            self._celery = create_app(self.settings)
-        n = 0
-        for tid in transcript_ids:
-            self._celery.send_task(DISTILL_TASK, args=[str(tid)])
-            n += 1
-        return n
+            self._publisher = CeleryPublisher.for_settings(self.settings)
+        return self._publisher
 
     def check_worker(self) -> None:
         if self.worker is not None and self.worker.poll() is not None:
@@ -57,33 +53,27 @@ class Runtime:
 
     def publish_and_wait(
         self,
-        events: Sequence[object],
+        events: Sequence[TranscriptIn],
         *,
         timeout: float = 600,
         on_progress: Callable[[int], None] | None = None,
     ) -> list[uuid.UUID]:
         """Publish transcripts (committed, then queued) and wait until each is done or dead."""
-        from hindsight.db.engine import read_session
-        from hindsight.db.models import TranscriptRow
+        from hindsight.db.engine import read_session, session_scope
+        from hindsight.db.repositories import TranscriptRepository
         from hindsight.services.ingest import publish_transcripts
 
-        accepted = publish_transcripts(
-            events,  # type: ignore[arg-type]
-            settings=self.settings,
-            engine=self.engine,
-            send=self._send,
-        )
+        with session_scope(self.engine) as session:
+            accepted = publish_transcripts(session, events, publisher=self.publisher, settings=self.settings)
         ids = [a.id for a in accepted]
         deadline = time.monotonic() + timeout
         delay = 0.05
         while True:
             self.check_worker()
             with read_session(self.engine) as session:
-                done = session.execute(
-                    select(func.count()).where(TranscriptRow.id.in_(ids), TranscriptRow.state.in_(("done", "dead")))
-                ).scalar_one()
+                done = TranscriptRepository(session).count_finished(ids)
             if on_progress is not None:
-                on_progress(int(done))
+                on_progress(done)
             if done >= len(ids):
                 return ids
             if time.monotonic() > deadline:

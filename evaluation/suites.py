@@ -15,14 +15,12 @@ from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from sqlalchemy import select
 
-from hindsight.embeddings import cached_embedder
-from hindsight.evaluation import store
-from hindsight.evaluation.baselines import BM25Index, DenseIndex, reciprocal_rank_fusion
-from hindsight.evaluation.data import Case, CaseFile, Conversation, MadialMemory, MadialQuery
-from hindsight.evaluation.qa import QA
-from hindsight.evaluation.render import (
+from evaluation import store
+from evaluation.baselines import BM25Index, DenseIndex, reciprocal_rank_fusion
+from evaluation.data import Case, CaseFile, Conversation, MadialMemory, MadialQuery
+from evaluation.qa import QA
+from evaluation.render import (
     count_tokens,
     render_episode,
     render_memory,
@@ -30,8 +28,8 @@ from hindsight.evaluation.render import (
     render_turn,
     tokenizer_name,
 )
-from hindsight.evaluation.runtime import Runtime
-from hindsight.evaluation.scoring import (
+from evaluation.runtime import Runtime
+from evaluation.scoring import (
     RETRIEVAL_BUDGETS,
     CaseScore,
     QueryRun,
@@ -44,6 +42,7 @@ from hindsight.evaluation.scoring import (
     score_case,
     within_budget,
 )
+from hindsight.embeddings import cached_embedder
 from hindsight.services.context import assembly_order, evidence_stream
 from schemas.events import TranscriptIn
 
@@ -78,12 +77,10 @@ def _ns(prefix: str, name: str) -> str:
 def _backend_label(rt: Runtime, namespaces: Sequence[str]) -> dict[str, Any]:
     """Which back-end, prompt and model produced the figures: read off the stored rows."""
     from hindsight.db.engine import read_session
-    from hindsight.db.models import EpisodeRow
+    from hindsight.db.repositories import EpisodeRepository
 
     with read_session(rt.engine) as session:
-        produced = sorted(
-            set(session.execute(select(EpisodeRow.backend).where(EpisodeRow.namespace.in_(list(namespaces)))).scalars())
-        )
+        produced = EpisodeRepository(session).backends_in(namespaces)
     llm = rt.settings.llm
     return {
         "backend": llm.backend,

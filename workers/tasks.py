@@ -15,11 +15,12 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from hindsight.broker import resolve_redis_url
 from hindsight.clients import Clients, build_clients
 from hindsight.config import get_settings
-from hindsight.db.engine import get_engine
+from hindsight.db.engine import get_engine, session_scope
 from hindsight.errors import NotFound, PermanentError, TransientError
 from hindsight.services import distill, lifecycle, reindex
 from hindsight.services.sessions import session_store
 from workers.celery_app import app
+from workers.publisher import CeleryPublisher
 
 log = structlog.get_logger(__name__)
 
@@ -73,9 +74,10 @@ def distill_transcript(self: Task, transcript_id: str) -> dict[str, Any]:
         error = f"{type(exc).__name__}: {exc}"
         log.warning("distill.transcript.failed", error=error, permanent=permanent)
         try:
-            dead = distill.record_failure(
-                engine, tid, error, permanent=permanent, max_attempts=settings.worker.max_attempts
-            )
+            with session_scope(engine) as session:
+                dead = distill.record_failure(
+                    session, tid, error, permanent=permanent, max_attempts=settings.worker.max_attempts
+                )
         except Exception:  # the database itself is down: leave the row for the sweeper
             log.exception("distill.transcript.record_failure_failed")
             raise self.retry(countdown=_countdown(self.request.retries), exc=exc) from None
@@ -120,5 +122,5 @@ def sweep_transcripts() -> int:
 def close_idle_sessions() -> int:
     """Publish a conversation-end event for every session idle past working_memory.idle_close_seconds."""
     settings = get_settings()
-    store = session_store(settings, redis_url=resolve_redis_url(settings))
+    store = session_store(settings, redis_url=resolve_redis_url(settings), publisher=CeleryPublisher(app))
     return store.close_idle(idle_seconds=settings.working_memory.idle_close_seconds)

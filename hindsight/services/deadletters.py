@@ -3,46 +3,37 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from sqlalchemy import Engine, select
-
-from hindsight.db.engine import get_engine, read_session, session_scope
-from hindsight.db.models import TranscriptRow
+from hindsight.db.engine import ReadSession, Session, after_commit
 from hindsight.db.repositories import TranscriptRepository
-from hindsight.queue import send_distill
+from hindsight.queue import Publisher
 from schemas.events import TranscriptStatus
 
 
-def list_dead_letters(*, namespace: str | None = None, engine: Engine | None = None) -> list[TranscriptStatus]:
-    with read_session(engine or get_engine()) as session:
-        rows = TranscriptRepository(session).list_dead(namespace, limit=1000)
-        return [TranscriptStatus.model_validate(r) for r in rows]
+def list_dead_letters(session: ReadSession, *, namespace: str | None = None) -> list[TranscriptStatus]:
+    rows = TranscriptRepository(session).list_dead(namespace, limit=1000)
+    return [TranscriptStatus.model_validate(r) for r in rows]
 
 
 def requeue_dead_letters(
+    session: Session,
     *,
     ids: Sequence[uuid.UUID] | None,
+    publisher: Publisher,
     namespace: str | None = None,
-    engine: Engine | None = None,
-    send: Callable[[Iterable[uuid.UUID]], int] = send_distill,
 ) -> list[uuid.UUID]:
-    """Reset dead transcripts to `accepted` with a fresh attempt budget, commit, then send them."""
+    """Reset dead transcripts to `accepted` with a fresh attempt budget; once the caller's unit of work
+    commits, send them (a failed send then reaches the caller, with the rows committed for the sweeper)."""
     now = datetime.now(UTC)
-    with session_scope(engine or get_engine()) as session:
-        stmt = select(TranscriptRow).where(TranscriptRow.state == "dead").with_for_update()
-        if ids is not None:
-            stmt = stmt.where(TranscriptRow.id.in_(list(ids)))
-        if namespace:
-            stmt = stmt.where(TranscriptRow.namespace == namespace)
-        rows = list(session.execute(stmt).scalars())
-        for row in rows:
-            row.state = "accepted"
-            row.attempts = 0
-            row.attempt_log = [*row.attempt_log, {"at": now.isoformat(), "requeued": True}]
-            row.enqueued_at = now
-            row.updated_at = now
-        requeued = [r.id for r in rows]
-    send(requeued)
+    rows = TranscriptRepository(session).lock_dead(ids, namespace)
+    for row in rows:
+        row.state = "accepted"
+        row.attempts = 0
+        row.attempt_log = [*row.attempt_log, {"at": now.isoformat(), "requeued": True}]
+        row.enqueued_at = now
+        row.updated_at = now
+    requeued = [r.id for r in rows]
+    after_commit(session, lambda: publisher.send_distill(requeued))
     return requeued

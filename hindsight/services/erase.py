@@ -1,10 +1,10 @@
 """Hard erase, which cannot be undone: memories (by id or by subject), one transcript, or a whole namespace.
 
-Each erase is one PostgreSQL transaction (rows, embeddings, provenance, source turns, episodes, rounds, the
-text in the audit history); after the commit, the copies outside PostgreSQL are scrubbed too (`Outside`): turns of
-working-memory sessions in Redis, and every log file (`settings.log_file` and the process logs of
-`hindsight up` in `settings.process_log_dir`). What stays: content-free tombstones and `erased` audit
-records, so the audit shows that an erase happened, by whom and when.
+Each erase runs in the caller's unit of work, one PostgreSQL transaction (rows, embeddings, provenance, source
+turns, episodes, rounds, the text in the audit history); once it commits, the copies outside PostgreSQL are
+scrubbed too (`Outside`, through `after_commit`): turns of working-memory sessions in Redis, and every log file
+(`settings.log_file` and the process logs of `hindsight up` in `settings.process_log_dir`). What stays:
+content-free tombstones and `erased` audit records, so the audit shows that an erase happened, by whom and when.
 
 - memory / subject: the memories, every turn that is their provenance or repeats them, the episodes that
   quote them, and every round (pipeline/rounds.py) that shows such a turn or mentions what was erased. A
@@ -29,13 +29,12 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import structlog
 from sqlalchemy import Engine
 
 from hindsight.config import Settings
-from hindsight.db.engine import session_scope
+from hindsight.db.engine import Session, after_commit
 from hindsight.db.models import EpisodeRow, MemoryRow, TranscriptRow
 from hindsight.db.repositories import (
     AuditRepository,
@@ -48,6 +47,7 @@ from hindsight.db.repositories import (
     scrub_json,
 )
 from hindsight.errors import NotFound
+from hindsight.queue import Publisher
 from hindsight.services.sessions import SessionStore, session_store
 from hindsight.services.store import lock_namespace
 from hindsight.textsearch import episode_search_text
@@ -83,18 +83,19 @@ def log_files(settings: Settings) -> list[Path]:
     return list(dict.fromkeys(p.resolve() for p in files))
 
 
-def outside_of(settings: Settings, engine: Engine) -> Outside:
+def outside_of(settings: Settings, *, publisher: Publisher, engine: Engine | None = None) -> Outside:
     """The log files and the session store of these settings (for the MCP server and the CLI)."""
     from hindsight.broker import resolve_redis_url
 
-    return Outside(log_files(settings), session_store(settings, redis_url=resolve_redis_url(settings), engine=engine))
+    store = session_store(settings, redis_url=resolve_redis_url(settings), publisher=publisher, engine=engine)
+    return Outside(log_files(settings), store)
 
 
 # -- erase by memory id or by subject ----------------------------------------------------------------------
 
 
 def erase(
-    engine: Engine,
+    session: Session,
     namespace: str,
     *,
     memory_ids: Sequence[uuid.UUID] = (),
@@ -107,48 +108,45 @@ def erase(
 
     Redacts the source turns and the episodes that quote them; a subject erase also redacts every turn,
     episode and session turn of the namespace that names the subject. Raises NotFound when a named id is
-    not in the namespace."""
+    not in the namespace. The copies outside PostgreSQL are scrubbed once the caller's unit of work
+    commits, which is when the result's `log_lines_scrubbed` and `sessions_scrubbed` are filled in (0 before)."""
     erase_id = uuid.uuid4()
     scope = "memory" if memory_ids else "subject"
-    with session_scope(engine) as session:
-        lock_namespace(session, namespace)
-        rows = _lock_memories(session, namespace, memory_ids, key_prefix, subject)
-        private = [r.key for r in rows if _is_private_key(r.key)]
-        texts = [r.value for r in rows] + private
-        names = _name_terms([*private, key_prefix or "", subject or ""]) if scope == "subject" else []
-        needles = _needles(texts)
-        # In the cited transcripts any distinctive term of an erased value marks a turn (an assistant's
-        # "Noted, Acme Labs it is." quotes the fact without being its provenance); elsewhere in the namespace
-        # only the exact values and the subject's name do: "Oslo" alone does not name the person.
-        near = _Mentions([*needles, *_spellings(names)], [*_distinctive_terms(texts), *names])
-        wide = _Mentions(near.needles, names)
+    lock_namespace(session, namespace)
+    rows = _lock_memories(session, namespace, memory_ids, key_prefix, subject)
+    private = [r.key for r in rows if _is_private_key(r.key)]
+    texts = [r.value for r in rows] + private
+    names = _name_terms([*private, key_prefix or "", subject or ""]) if scope == "subject" else []
+    needles = _needles(texts)
+    # In the cited transcripts any distinctive term of an erased value marks a turn (an assistant's
+    # "Noted, Acme Labs it is." quotes the fact without being its provenance); elsewhere in the namespace
+    # only the exact values and the subject's name do: "Oslo" alone does not name the person.
+    near = _Mentions([*needles, *_spellings(names)], [*_distinctive_terms(texts), *names])
+    wide = _Mentions(near.needles, names)
 
-        cited = _cited_turns(session, rows)
-        repo = TranscriptRepository(session)
-        transcripts = repo.lock_many(namespace, list(cited))
-        if names:
-            transcripts += [t for t in repo.lock_mentioning(namespace, wide.lowered()) if t.id not in cited]
-        redacted, turn_texts = _redact_turns(transcripts, cited, near, wide)
-        needles = [*_needles([*needles, *turn_texts, *_sentences(turn_texts)]), *_spellings(names)]
+    cited = _cited_turns(session, rows)
+    repo = TranscriptRepository(session)
+    transcripts = repo.lock_many(namespace, list(cited))
+    if names:
+        transcripts += [t for t in repo.lock_mentioning(namespace, wide.lowered()) if t.id not in cited]
+    redacted, turn_texts = _redact_turns(transcripts, cited, near, wide)
+    needles = [*_needles([*needles, *turn_texts, *_sentences(turn_texts)]), *_spellings(names)]
 
-        episodes = EpisodeRepository(session).for_transcripts(namespace, list(redacted))
-        if names:
-            seen = {e.id for e in episodes}
-            episodes += [
-                e for e in EpisodeRepository(session).lock_mentioning(namespace, wide.lowered()) if e.id not in seen
-            ]
-        episodes_redacted = _redact_episodes(episodes, redacted, turn_texts, _Mentions(needles, names))
-        # A round shows its turns and is keyed by the facts taken from them: one that shows a redacted turn or
-        # mentions the erased anywhere is deleted (rounds are derived data; the redacted turns remain).
-        round_repo = RoundRepository(session)
-        rounds_erased = round_repo.delete_covering(namespace, redacted)
-        rounds_erased += round_repo.delete_mentioning(namespace, _Mentions(needles, names).lowered())
-        audit_rows = _remove_memories(session, namespace, rows, needles, erase_id=erase_id, scope=scope, actor=actor)
+    episodes = EpisodeRepository(session).for_transcripts(namespace, list(redacted))
+    if names:
+        seen = {e.id for e in episodes}
+        episodes += [
+            e for e in EpisodeRepository(session).lock_mentioning(namespace, wide.lowered()) if e.id not in seen
+        ]
+    episodes_redacted = _redact_episodes(episodes, redacted, turn_texts, _Mentions(needles, names))
+    # A round shows its turns and is keyed by the facts taken from them: one that shows a redacted turn or
+    # mentions the erased anywhere is deleted (rounds are derived data; the redacted turns remain).
+    round_repo = RoundRepository(session)
+    rounds_erased = round_repo.delete_covering(namespace, redacted)
+    rounds_erased += round_repo.delete_mentioning(namespace, _Mentions(needles, names).lowered())
+    audit_rows = _remove_memories(session, namespace, rows, needles, erase_id=erase_id, scope=scope, actor=actor)
     erased = [r.id for r in rows]
-    log_lines, session_turns = _scrub_outside(outside, namespace, ids=erased, needles=needles, terms=names)
-    for mid in erased:
-        log.info("memory.erased", memory_id=str(mid), namespace=namespace, actor=actor, erase_id=str(erase_id))
-    return EraseResult(
+    result = EraseResult(
         erase_id=erase_id,
         namespace=namespace,
         scope=scope,
@@ -158,16 +156,25 @@ def erase(
         episodes_redacted=episodes_redacted,
         rounds_erased=rounds_erased,
         audit_rows_scrubbed=audit_rows,
-        log_lines_scrubbed=log_lines,
-        sessions_scrubbed=session_turns,
+        log_lines_scrubbed=0,
     )
+
+    def scrub() -> None:
+        result.log_lines_scrubbed, result.sessions_scrubbed = _scrub_outside(
+            outside, namespace, ids=erased, needles=needles, terms=names
+        )
+        for mid in erased:
+            log.info("memory.erased", memory_id=str(mid), namespace=namespace, actor=actor, erase_id=str(erase_id))
+
+    after_commit(session, scrub)
+    return result
 
 
 # -- erase one transcript ----------------------------------------------------------------------------------
 
 
 def erase_transcript(
-    engine: Engine,
+    session: Session,
     namespace: str,
     transcript_id: uuid.UUID,
     *,
@@ -175,38 +182,32 @@ def erase_transcript(
     outside: Outside | None = None,
 ) -> EraseResult:
     """Delete one transcript and its episode. Memories whose only provenance it was are erased (tombstones);
-    the others keep their row and lose this provenance. Raises NotFound when it is not in the namespace."""
+    the others keep their row and lose this provenance. Raises NotFound when it is not in the namespace.
+    Outside PostgreSQL is scrubbed after the commit, as for `erase`."""
     erase_id = uuid.uuid4()
-    with session_scope(engine) as session:
-        repo = TranscriptRepository(session)
-        # The transcript before the namespace: the order a worker takes them in, so the two never deadlock.
-        found = repo.lock_many(namespace, [transcript_id])
-        if not found:
-            raise NotFound(f"transcript {transcript_id} not found")
-        lock_namespace(session, namespace)
-        transcript = found[0]
-        provenance = ProvenanceRepository(session)
-        cited = {p.memory_id for p in provenance.for_transcript(transcript.id)}
-        elsewhere = {p.memory_id for p in provenance.for_memories(list(cited)) if p.transcript_id != transcript.id}
-        rows = MemoryRepository(session).lock_many(namespace, sorted(cited - elsewhere))
-        turn_texts = [str(t.get("content", "")) for t in transcript.turns]
-        texts = [r.value for r in rows] + [r.key for r in rows if _is_private_key(r.key)]
-        needles = _needles([*texts, *turn_texts, *_sentences(turn_texts)])
-        episodes = EpisodeRepository(session).count_for_transcripts(namespace, [transcript.id])
-        rounds = RoundRepository(session).count_for_transcripts(namespace, [transcript.id])  # cascade with it
-        provenance.delete_for_transcript(transcript.id)
-        audit_rows = _remove_memories(
-            session, namespace, rows, needles, erase_id=erase_id, scope="transcript", actor=actor
-        )
-        repo.delete_many(namespace, [transcript.id])
+    repo = TranscriptRepository(session)
+    # The transcript before the namespace: the order a worker takes them in, so the two never deadlock.
+    found = repo.lock_many(namespace, [transcript_id])
+    if not found:
+        raise NotFound(f"transcript {transcript_id} not found")
+    lock_namespace(session, namespace)
+    transcript = found[0]
+    provenance = ProvenanceRepository(session)
+    cited = {p.memory_id for p in provenance.for_transcript(transcript.id)}
+    elsewhere = {p.memory_id for p in provenance.for_memories(list(cited)) if p.transcript_id != transcript.id}
+    rows = MemoryRepository(session).lock_many(namespace, sorted(cited - elsewhere))
+    turn_texts = [str(t.get("content", "")) for t in transcript.turns]
+    texts = [r.value for r in rows] + [r.key for r in rows if _is_private_key(r.key)]
+    needles = _needles([*texts, *turn_texts, *_sentences(turn_texts)])
+    episodes = EpisodeRepository(session).count_for_transcripts(namespace, [transcript.id])
+    rounds = RoundRepository(session).count_for_transcripts(namespace, [transcript.id])  # cascade with it
+    provenance.delete_for_transcript(transcript.id)
+    audit_rows = _remove_memories(
+        session, namespace, rows, needles, erase_id=erase_id, scope="transcript", actor=actor
+    )
+    repo.delete_many(namespace, [transcript.id])
     erased = [r.id for r in rows]
-    log_lines, session_turns = _scrub_outside(
-        outside, namespace, ids=[*erased, transcript_id], needles=needles, terms=[]
-    )
-    log.info(
-        "transcript.erased", transcript_id=str(transcript_id), namespace=namespace, actor=actor, erase_id=str(erase_id)
-    )
-    return EraseResult(
+    result = EraseResult(
         erase_id=erase_id,
         namespace=namespace,
         scope="transcript",
@@ -218,16 +219,30 @@ def erase_transcript(
         episodes_erased=episodes,
         rounds_erased=rounds,
         audit_rows_scrubbed=audit_rows,
-        log_lines_scrubbed=log_lines,
-        sessions_scrubbed=session_turns,
+        log_lines_scrubbed=0,
     )
+
+    def scrub() -> None:
+        result.log_lines_scrubbed, result.sessions_scrubbed = _scrub_outside(
+            outside, namespace, ids=[*erased, transcript_id], needles=needles, terms=[]
+        )
+        log.info(
+            "transcript.erased",
+            transcript_id=str(transcript_id),
+            namespace=namespace,
+            actor=actor,
+            erase_id=str(erase_id),
+        )
+
+    after_commit(session, scrub)
+    return result
 
 
 # -- erase a whole namespace -------------------------------------------------------------------------------
 
 
 def erase_namespace(
-    engine: Engine,
+    session: Session,
     namespace: str,
     *,
     actor: str,
@@ -235,28 +250,24 @@ def erase_namespace(
 ) -> EraseResult:
     """Delete everything of the namespace (an end user leaving): memories, transcripts, episodes, provenance,
     conflicts, the detail of its audit history, its sessions and its log lines. Tombstones and `erased`
-    audit records stay. A transcript accepted while this runs is not covered: erase again after it."""
+    audit records stay. A transcript accepted while this runs is not covered: erase again after it.
+    Outside PostgreSQL is scrubbed after the commit, as for `erase`."""
     erase_id = uuid.uuid4()
-    with session_scope(engine) as session:
-        transcripts = TranscriptRepository(session)
-        tids = transcripts.lock_namespace_rows(namespace)  # before the namespace lock, as a worker does
-        lock_namespace(session, namespace)
-        memories = MemoryRepository(session)
-        rows = memories.lock_many(namespace, memories.ids_in_namespace(namespace))
-        # Log lines naming no namespace (a plain-text line, a dead letter's reason) may still quote a value.
-        needles = _needles([r.value for r in rows] + [r.key for r in rows if _is_private_key(r.key)])
-        episodes = EpisodeRepository(session).count_for_transcripts(namespace, tids)
-        rounds = RoundRepository(session).count_for_transcripts(namespace, tids)
-        memories.delete_many(namespace, [r.id for r in rows])
-        audit_rows = AuditRepository(session).scrub_namespace(namespace)
-        _tombstones(session, namespace, rows, erase_id=erase_id, scope="namespace", actor=actor)
-        transcripts.delete_many(namespace, tids)
+    transcripts = TranscriptRepository(session)
+    tids = transcripts.lock_namespace_rows(namespace)  # before the namespace lock, as a worker does
+    lock_namespace(session, namespace)
+    memories = MemoryRepository(session)
+    rows = memories.lock_many(namespace, memories.ids_in_namespace(namespace))
+    # Log lines naming no namespace (a plain-text line, a dead letter's reason) may still quote a value.
+    needles = _needles([r.value for r in rows] + [r.key for r in rows if _is_private_key(r.key)])
+    episodes = EpisodeRepository(session).count_for_transcripts(namespace, tids)
+    rounds = RoundRepository(session).count_for_transcripts(namespace, tids)
+    memories.delete_many(namespace, [r.id for r in rows])
+    audit_rows = AuditRepository(session).scrub_namespace(namespace)
+    _tombstones(session, namespace, rows, erase_id=erase_id, scope="namespace", actor=actor)
+    transcripts.delete_many(namespace, tids)
     erased = [r.id for r in rows]
-    log_lines, sessions = _scrub_outside(
-        outside, namespace, ids=[*erased, *tids], needles=needles, terms=[], whole_namespace=True
-    )
-    log.info("namespace.erased", namespace=namespace, actor=actor, erase_id=str(erase_id), memories=len(erased))
-    return EraseResult(
+    result = EraseResult(
         erase_id=erase_id,
         namespace=namespace,
         scope="namespace",
@@ -268,9 +279,17 @@ def erase_namespace(
         episodes_erased=episodes,
         rounds_erased=rounds,
         audit_rows_scrubbed=audit_rows,
-        log_lines_scrubbed=log_lines,
-        sessions_scrubbed=sessions,
+        log_lines_scrubbed=0,
     )
+
+    def scrub() -> None:
+        result.log_lines_scrubbed, result.sessions_scrubbed = _scrub_outside(
+            outside, namespace, ids=[*erased, *tids], needles=needles, terms=[], whole_namespace=True
+        )
+        log.info("namespace.erased", namespace=namespace, actor=actor, erase_id=str(erase_id), memories=len(erased))
+
+    after_commit(session, scrub)
+    return result
 
 
 # -- steps -------------------------------------------------------------------------------------------------
@@ -294,7 +313,7 @@ class _Mentions:
 
 
 def _lock_memories(
-    session: Any,
+    session: Session,
     namespace: str,
     memory_ids: Sequence[uuid.UUID],
     key_prefix: str | None,
@@ -311,7 +330,7 @@ def _lock_memories(
     return rows
 
 
-def _cited_turns(session: Any, rows: Sequence[MemoryRow]) -> dict[uuid.UUID, set[str]]:
+def _cited_turns(session: Session, rows: Sequence[MemoryRow]) -> dict[uuid.UUID, set[str]]:
     cited: dict[uuid.UUID, set[str]] = {}
     for p in ProvenanceRepository(session).for_memories([r.id for r in rows]):
         if p.transcript_id is not None:
@@ -367,7 +386,7 @@ def _redact_episodes(
 
 
 def _remove_memories(
-    session: Any,
+    session: Session,
     namespace: str,
     rows: Sequence[MemoryRow],
     needles: Sequence[str],
@@ -386,7 +405,7 @@ def _remove_memories(
 
 
 def _tombstones(
-    session: Any, namespace: str, rows: Sequence[MemoryRow], *, erase_id: uuid.UUID, scope: str, actor: str
+    session: Session, namespace: str, rows: Sequence[MemoryRow], *, erase_id: uuid.UUID, scope: str, actor: str
 ) -> None:
     tombs, audit = TombstoneRepository(session), AuditRepository(session)
     for r in rows:

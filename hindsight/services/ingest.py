@@ -1,23 +1,23 @@
-"""Accepting transcripts: validate at the edge, redact secrets, store, commit, then notify the queue."""
+"""Accepting transcripts: validate at the edge, redact secrets, store; once the caller's unit of work commits,
+notify the queue."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import structlog
 from pydantic import ValidationError
-from sqlalchemy import Engine
 
 from hindsight.config import LimitSettings, Settings, get_settings
-from hindsight.db.engine import get_engine, session_scope
+from hindsight.db.engine import Session, after_commit
 from hindsight.db.repositories import TranscriptRepository
 from hindsight.errors import InvalidInput
-from hindsight.queue import send_distill
+from hindsight.queue import Publisher
 from hindsight.services.redaction import redact_identifier, redact_text
 from pipeline.secrets import MARKER_RE, redact_secrets
 from schemas.events import TranscriptAccepted, TranscriptIn, TurnIn
@@ -94,7 +94,7 @@ def _stored_turns(event: TranscriptIn) -> tuple[list[dict[str, Any]], list[str]]
 
 
 def store_transcript(
-    session: Any, event: TranscriptIn, *, limits: LimitSettings, now: datetime, dead_reason: str | None = None
+    session: Session, event: TranscriptIn, *, limits: LimitSettings, now: datetime, dead_reason: str | None = None
 ) -> tuple[uuid.UUID, bool]:
     """Insert the transcript unless its idempotency key was seen. Returns (id, created). No commit.
 
@@ -134,56 +134,60 @@ def _dead_values(reason: str, now: datetime) -> dict[str, Any]:
 
 
 def publish_transcripts(
+    session: Session,
     events: Iterable[TranscriptIn],
     *,
+    publisher: Publisher,
     settings: Settings | None = None,
-    engine: Engine | None = None,
-    send: Callable[[Iterable[uuid.UUID]], int] = send_distill,
     now: datetime | None = None,
 ) -> list[TranscriptAccepted]:
-    """Store the transcripts in one transaction, commit, then send one distill task per new one."""
+    """Store the transcripts in the caller's unit of work; once it commits, send one distill task per new one."""
     settings = settings or get_settings()
     now = now or datetime.now(UTC)
     accepted: list[TranscriptAccepted] = []
-    with session_scope(engine or get_engine(settings)) as session:
-        for event in events:
-            tid, created = store_transcript(session, event, limits=settings.limits, now=now)
-            accepted.append(
-                TranscriptAccepted(id=tid, namespace=event.namespace, state="accepted", duplicate=not created)
-            )
+    for event in events:
+        tid, created = store_transcript(session, event, limits=settings.limits, now=now)
+        accepted.append(TranscriptAccepted(id=tid, namespace=event.namespace, state="accepted", duplicate=not created))
     # After commit: a lost message only delays work (beat's sweeper re-sends it), never loses it.
+    after_commit(session, lambda: _send_accepted(publisher, accepted))
+    return accepted
+
+
+def _send_accepted(publisher: Publisher, accepted: Sequence[TranscriptAccepted]) -> None:
     new_ids = [a.id for a in accepted if not a.duplicate]
     try:
-        send(new_ids)
+        publisher.send_distill(new_ids)
     except Exception as exc:  # committed already: beat's sweeper sends them once the broker is back
         log.warning("transcript.send_failed", count=len(new_ids), error=f"{type(exc).__name__}: {exc}"[:300])
     for a in accepted:
         log.info("transcript.accepted", transcript_id=str(a.id), namespace=a.namespace, duplicate=a.duplicate)
-    return accepted
 
 
 def publish_transcript(
-    event: TranscriptIn | dict[str, Any], *, settings: Settings | None = None, engine: Engine | None = None
+    session: Session,
+    event: TranscriptIn | dict[str, Any],
+    *,
+    publisher: Publisher,
+    settings: Settings | None = None,
 ) -> TranscriptAccepted:
     """Publish one conversation-end (or turn-threshold) event: the Python entry point for agents."""
     parsed = event if isinstance(event, TranscriptIn) else parse_event(event)
-    return publish_transcripts([parsed], settings=settings, engine=engine)[0]
+    return publish_transcripts(session, [parsed], publisher=publisher, settings=settings)[0]
 
 
 def dead_letter_transcript(
+    session: Session,
     event: TranscriptIn,
     reason: str,
     *,
     settings: Settings | None = None,
-    engine: Engine | None = None,
     now: datetime | None = None,
 ) -> TranscriptAccepted:
     """Keep a transcript that can never be published (e.g. a session's pending turns) as a dead letter, its
     turns redacted as at ingest, so it is neither lost nor distilled until an operator re-queues it."""
     settings = settings or get_settings()
     now = now or datetime.now(UTC)
-    with session_scope(engine or get_engine(settings)) as session:
-        tid, created = store_transcript(session, event, limits=settings.limits, now=now, dead_reason=reason)
+    tid, created = store_transcript(session, event, limits=settings.limits, now=now, dead_reason=reason)
     log.warning(
         "transcript.dead_lettered",
         transcript_id=str(tid),

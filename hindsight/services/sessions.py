@@ -29,9 +29,11 @@ from sqlalchemy import Engine
 
 from hindsight.broker import redis_client
 from hindsight.config import LimitSettings, Settings, WorkingMemorySettings
+from hindsight.db.engine import session_scope
 from hindsight.errors import InvalidInput, PermanentError, TransientError
+from hindsight.queue import Publisher
 from hindsight.services.ingest import check_limits, dead_letter_transcript, publish_transcript, stored_turn
-from schemas.events import EventType, Namespace, TranscriptIn, TurnIn
+from schemas.events import EventType, Namespace, TranscriptAccepted, TranscriptIn, TurnIn
 from schemas.pipeline import Role
 
 log = structlog.get_logger(__name__)
@@ -49,14 +51,28 @@ def _key(namespace: str, session_id: str, part: str) -> str:
     return f"hs:sess:{namespace}{_SEP}{session_id}:{part}"
 
 
-def session_store(settings: Settings, *, redis_url: str, engine: Engine | None = None) -> SessionStore:
-    """The store the API and beat use: publishes through ingest, dead-letters through ingest."""
+def session_store(
+    settings: Settings, *, redis_url: str, publisher: Publisher, engine: Engine | None = None
+) -> SessionStore:
+    """The store the API and beat use: publishes through ingest, dead-letters through ingest.
+
+    It takes an engine, not a session: each hand-over is a unit of work of its own, committed before the turns
+    leave Redis, and a store outlives many of them (default engine: get_engine())."""
+
+    def publish(event: TranscriptIn) -> TranscriptAccepted:
+        with session_scope(engine) as session:
+            return publish_transcript(session, event, publisher=publisher, settings=settings)
+
+    def dead_letter(event: TranscriptIn, reason: str) -> TranscriptAccepted:
+        with session_scope(engine) as session:
+            return dead_letter_transcript(session, event, reason, settings=settings)
+
     return SessionStore(
         redis=redis_client(redis_url),
         settings=settings.working_memory,
-        publish=lambda event: publish_transcript(event, settings=settings, engine=engine),
+        publish=publish,
         limits=settings.limits,
-        dead_letter=lambda event, reason: dead_letter_transcript(event, reason, settings=settings, engine=engine),
+        dead_letter=dead_letter,
     )
 
 

@@ -13,9 +13,13 @@ import pytest
 import sqlalchemy as sa
 
 from hindsight.config import Settings
+from hindsight.db.engine import read_session, session_scope
+from hindsight.services.deadletters import list_dead_letters, requeue_dead_letters
 from hindsight.services.ingest import parse_event, publish_transcripts
+from schemas.events import TranscriptStatus
 from tests.conftest import Proc, Services, start_proc, wait_for
 from tests.fakes.llm_server import ScriptedLLMServer
+from workers.publisher import CeleryPublisher
 
 pytestmark = pytest.mark.e2e
 
@@ -75,24 +79,21 @@ def llm_worker(
         redis.stop()
 
 
-def _sender(redis_url: str) -> Any:
+def _sender(redis_url: str) -> CeleryPublisher:
     """Send distill tasks to the LLM worker's own Redis."""
-    from workers.celery_app import create_app
-
-    app = create_app(Settings(redis_url=redis_url))
-
-    def send(ids: Any) -> int:
-        ids = list(ids)
-        for i in ids:
-            app.send_task("distill.transcript", args=[str(i)])
-        return len(ids)
-
-    return send
+    return CeleryPublisher.for_settings(Settings(redis_url=redis_url))
 
 
 def _publish(redis_url: str, namespace: str, content: str) -> uuid.UUID:
     event = parse_event({"namespace": namespace, "turns": [{"role": "user", "content": content}]})
-    return publish_transcripts([event], send=_sender(redis_url))[0].id
+    with session_scope() as session:
+        accepted = publish_transcripts(session, [event], publisher=_sender(redis_url))
+    return accepted[0].id
+
+
+def _dead_letters(engine: sa.Engine, namespace: str) -> list[TranscriptStatus]:
+    with read_session(engine) as session:
+        return list_dead_letters(session, namespace=namespace)
 
 
 def _row(engine: sa.Engine, tid: uuid.UUID) -> dict[str, Any]:
@@ -144,17 +145,17 @@ def test_llm_backend_distills_through_429_and_dead_letters_poison(
 def test_dead_letters_can_be_listed_and_requeued(
     llm_worker: tuple[ScriptedLLMServer, str, Proc], engine: sa.Engine, namespace: str
 ) -> None:
-    from hindsight.services.deadletters import list_dead_letters, requeue_dead_letters
-
     server, redis_url, proc = llm_worker
     poison = _publish(redis_url, namespace, "POISON again")
     wait_for(lambda: _row(engine, poison)["state"] == "dead", 90, "dead-lettered", {"llm-worker": proc})
-    assert poison in [r.id for r in list_dead_letters(namespace=namespace, engine=engine)]
+    assert poison in [r.id for r in _dead_letters(engine, namespace)]
 
     # "Fix" the model, then re-queue: the transcript is distilled.
     server.default = lambda req: _answer({"messages": [{"content": "fixed"}]})
     try:
-        assert requeue_dead_letters(ids=[poison], engine=engine, send=_sender(redis_url)) == [poison]
+        with session_scope(engine) as session:
+            requeued = requeue_dead_letters(session, ids=[poison], publisher=_sender(redis_url))
+        assert requeued == [poison]
         wait_for(
             lambda: _row(engine, poison)["state"] == "done",
             60,
@@ -163,4 +164,4 @@ def test_dead_letters_can_be_listed_and_requeued(
         )
     finally:
         server.default = _answer
-    assert list_dead_letters(namespace=namespace, engine=engine) == []
+    assert _dead_letters(engine, namespace) == []

@@ -254,11 +254,14 @@ def test_turn_threshold_and_idle_close_publish_events(stack: Stack, engine: sa.E
 def test_sweeper_enqueues_accepted_transcripts_whose_message_was_lost(
     stack: Stack, engine: sa.Engine, namespace: str
 ) -> None:
+    from hindsight.db.engine import session_scope
     from hindsight.services.ingest import parse_event, publish_transcripts
+    from tests.fakes.publisher import RecordingPublisher
 
     # Stored and committed, but the notification never reaches Redis.
     event = parse_event({"namespace": namespace, "turns": [{"role": "user", "content": "I drink green tea daily."}]})
-    accepted = publish_transcripts([event], send=lambda ids: 0)
+    with session_scope() as session:
+        accepted = publish_transcripts(session, [event], publisher=RecordingPublisher())
     tid = str(accepted[0].id)
     status = wait_done(stack, namespace, tid, timeout=60)
     assert status["state"] == "done"

@@ -308,7 +308,8 @@ class Publisher:
         self.accepted: list[uuid.UUID] = []
         self._app: Any = None
 
-    def _send(self, ids: Iterable[uuid.UUID]) -> int:
+    def send_distill(self, ids: Iterable[uuid.UUID]) -> int:
+        """The Publisher (hindsight.queue) that publish_transcripts is handed: one try, no retries."""
         from workers.celery_app import create_app
 
         if self._app is None:
@@ -325,13 +326,15 @@ class Publisher:
         return n
 
     def publish(self, events: list[Any], batch: int = 25) -> list[uuid.UUID]:
+        from hindsight.db.engine import session_scope
         from hindsight.services.ingest import publish_transcripts
 
         ids = []
         for i in range(0, len(events), batch):
-            accepted = publish_transcripts(
-                events[i : i + batch], settings=self.settings, engine=self.engine, send=self._send
-            )
+            with session_scope(self.engine) as session:
+                accepted = publish_transcripts(
+                    session, events[i : i + batch], publisher=self, settings=self.settings
+                )
             ids += [a.id for a in accepted]
         self.accepted += ids
         return ids

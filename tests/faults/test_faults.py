@@ -288,6 +288,7 @@ def test_postgres_down_for_a_while(
 def test_poison_transcript_is_dead_lettered_and_the_rest_flows(
     fault_services: FaultServices, fault_engine: sa.Engine, fault_stack: FaultStack
 ) -> None:
+    from hindsight.db.engine import read_session
     from hindsight.services.deadletters import list_dead_letters
 
     t0 = time.monotonic()
@@ -308,7 +309,7 @@ def test_poison_transcript_is_dead_lettered_and_the_rest_flows(
             ),
             {"id": poison, "ns": f"{prefix}-cnrypoison", "k": uuid.uuid4().hex, "turns": '[{"role": "user"}]'},
         )
-    pub._send([poison])
+    pub.send_distill([poison])
     pub.publish(canary_events(prefix, N))
     c = wait_quiescent(fault_engine, prefix, N + 1, 300, fault_stack.live())
     report("poison transcript", c, time.monotonic() - t0)
@@ -320,7 +321,9 @@ def test_poison_transcript_is_dead_lettered_and_the_rest_flows(
     assert row["attempts"] == 6  # worker.max_attempts
     assert len(row["attempt_log"]) == 6
     assert all("KeyError" in a["error"] for a in row["attempt_log"])
-    assert poison in [d.id for d in list_dead_letters(namespace=row["namespace"], engine=fault_engine)]
+    with read_session(fault_engine) as session:
+        dead = list_dead_letters(session, namespace=row["namespace"])
+    assert poison in [d.id for d in dead]
 
 
 # -- 7. two beat processes running the lifecycle together -----------------------------------------------------

@@ -313,9 +313,11 @@ def test_distilled_memory_is_recalled_with_its_provenance(services, engine, name
     """Seeded through the real write path: ingest, the offline distiller, reconcile, the memory writer."""
     from hindsight.clients import Clients
     from hindsight.config import get_settings
+    from hindsight.db.engine import session_scope
     from hindsight.services.distill import distill_transcript
     from hindsight.services.ingest import parse_event, publish_transcripts
     from pipeline.offline import OfflineDistiller
+    from tests.fakes.publisher import RecordingPublisher
 
     event = parse_event(
         {
@@ -323,7 +325,9 @@ def test_distilled_memory_is_recalled_with_its_provenance(services, engine, name
             "turns": [{"role": "user", "content": "我们的数据库是 PostgreSQL 15。", "turn_id": "t1"}],
         }
     )
-    tid = publish_transcripts([event], send=lambda ids: 0)[0].id
+    with session_scope() as session:
+        accepted = publish_transcripts(session, [event], publisher=RecordingPublisher())
+    tid = accepted[0].id
     clients = Clients(backend=OfflineDistiller(), embedder=embedder, settings=get_settings())
     assert distill_transcript(tid, clients=clients, engine=engine).status == "done"
 

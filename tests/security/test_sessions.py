@@ -18,10 +18,12 @@ import sqlalchemy as sa
 
 from hindsight.broker import redis_client
 from hindsight.config import LimitSettings, Settings, WorkingMemorySettings, get_settings
+from hindsight.db.engine import read_session
 from hindsight.services.deadletters import list_dead_letters
 from hindsight.services.sessions import ACTIVE_SESSIONS, SessionStore, session_store
-from schemas.events import TurnIn
+from schemas.events import TranscriptStatus, TurnIn
 from tests.conftest import Services, Stack, free_port, wait_for
+from workers.publisher import CeleryPublisher
 
 SECRETS = {
     "api_key": "sk-proj-Zq8vN3kLm2Xp7Rt4Yw9Bc6Hd1Jf5Gs0A",
@@ -39,6 +41,11 @@ def redis(services: Services) -> Iterator[Any]:
     client = redis_client(services.redis_url)
     yield client
     client.close()
+
+
+def _dead_letters(engine: sa.Engine, namespace: str) -> list[TranscriptStatus]:
+    with read_session(engine) as session:
+        return list_dead_letters(session, namespace=namespace)
 
 
 def _settings(**update: Any) -> Settings:
@@ -184,7 +191,7 @@ def test_pending_is_flushed_before_it_would_exceed_the_transcript_limits(
 ) -> None:
     limits = LimitSettings(max_turns_per_transcript=3, max_turn_chars=1000, max_transcript_bytes=2048)
     settings = _settings(limits=limits, working_memory=WorkingMemorySettings(max_turns=1000))
-    store = session_store(settings, redis_url=services.redis_url, engine=engine)
+    store = session_store(settings, redis_url=services.redis_url, publisher=CeleryPublisher(), engine=engine)
     sid = f"s-{uuid.uuid4().hex[:8]}"
     appended: list[str] = []
 
@@ -224,7 +231,7 @@ def test_an_append_whose_threshold_hand_over_fails_is_still_2xx_and_kept(
         f"postgresql+psycopg://hindsight@127.0.0.1:{free_port()}/hindsight", connect_args={"connect_timeout": 2}
     )
     settings = _settings(working_memory=WorkingMemorySettings(max_turns=2))
-    broken = session_store(settings, redis_url=services.redis_url, engine=down)
+    broken = session_store(settings, redis_url=services.redis_url, publisher=CeleryPublisher(), engine=down)
     sid = f"s-{uuid.uuid4().hex[:8]}"
     assert broken.append(namespace, sid, TurnIn(role="user", content="I moved to Porto.")) is False
     assert broken.append(namespace, sid, TurnIn(role="user", content="I work at a bakery.")) is False
@@ -234,7 +241,7 @@ def test_an_append_whose_threshold_hand_over_fails_is_still_2xx_and_kept(
     down.dispose()
 
     # The database is back: the session's end hands both turns over.
-    store = session_store(settings, redis_url=services.redis_url, engine=engine)
+    store = session_store(settings, redis_url=services.redis_url, publisher=CeleryPublisher(), engine=engine)
     assert store.end(namespace, sid) is True
     rows = _transcripts(engine, namespace)
     assert [[t["content"] for t in r.turns] for r in rows] == [["I moved to Porto.", "I work at a bakery."]]
@@ -245,15 +252,15 @@ def test_a_session_that_can_never_be_published_is_dead_lettered_with_its_turns(
     services: Services, redis: Any, engine: sa.Engine, namespace: str
 ) -> None:
     sid = f"s-{uuid.uuid4().hex[:8]}"
-    appender = session_store(_settings(), redis_url=services.redis_url, engine=engine)
+    appender = session_store(_settings(), redis_url=services.redis_url, publisher=CeleryPublisher(), engine=engine)
     appender.append(namespace, sid, TurnIn(role="user", content="My sister Ana lives in Lisbon. " * 10))
     appender.append(namespace, sid, TurnIn(role="user", content=f"my password is {SECRETS['password']}"))
     # The operator lowers the limit before the session is closed: ingest now refuses these turns for good.
     lowered = _settings(limits=LimitSettings(max_turn_chars=100))
-    closer = session_store(lowered, redis_url=services.redis_url, engine=engine)
+    closer = session_store(lowered, redis_url=services.redis_url, publisher=CeleryPublisher(), engine=engine)
     assert closer.end(namespace, sid) is True
 
-    dead = list_dead_letters(namespace=namespace, engine=engine)
+    dead = _dead_letters(engine, namespace)
     assert len(dead) == 1
     assert dead[0].state == "dead"
     assert dead[0].conversation_id == sid
@@ -293,7 +300,7 @@ def test_close_idle_goes_on_past_a_failing_session(stack: Stack, redis: Any, eng
         states = by_session()
         assert states[oversized] == "dead", "the oversized session is dead-lettered with its turn"
         assert states[good] in ("accepted", "processing", "done"), "the good session was closed"
-        dead = [d for d in list_dead_letters(namespace=namespace, engine=engine) if d.conversation_id == oversized]
+        dead = [d for d in _dead_letters(engine, namespace) if d.conversation_id == oversized]
         assert len(dead) == 1
         assert f"the limit is {limit}" in (dead[0].last_error or "")
         # The unreadable one is kept (never silently dropped), retried each run, and logged with the reason.
@@ -307,7 +314,9 @@ def test_close_idle_goes_on_past_a_failing_session(stack: Stack, redis: Any, eng
 
 
 def test_the_store_answers_whether_a_session_exists(services: Services, engine: sa.Engine, namespace: str) -> None:
-    store: SessionStore = session_store(_settings(), redis_url=services.redis_url, engine=engine)
+    store: SessionStore = session_store(
+        _settings(), redis_url=services.redis_url, publisher=CeleryPublisher(), engine=engine
+    )
     assert store.exists(namespace, "nope") is False
     store.append(namespace, "here", TurnIn(role="user", content="hello"))
     assert store.exists(namespace, "here") is True
