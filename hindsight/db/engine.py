@@ -13,10 +13,10 @@ from sqlalchemy.orm import sessionmaker
 
 from hindsight.config import Settings, get_settings
 
-Session = NewType("Session", _Session)
-"""A read-write unit of work (committed by `session_scope`)."""
 ReadSession = NewType("ReadSession", _Session)
 """A session used only to read (never committed)."""
+Session = NewType("Session", ReadSession)
+"""A read-write unit of work (committed by `session_scope`); it can also be handed to whatever only reads."""
 
 
 def resolve_database_url(settings: Settings | None = None) -> str:
@@ -49,7 +49,7 @@ def session_scope(engine: Engine | None = None) -> Iterator[Session]:
     """One unit of work: commit on success, roll back on error."""
     session = _factory(engine or get_engine())()
     try:
-        yield Session(session)
+        yield Session(ReadSession(session))
         session.commit()
     except BaseException:
         session.rollback()

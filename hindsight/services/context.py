@@ -21,6 +21,7 @@ from typing import Protocol, TypeVar
 from pydantic import BaseModel
 
 from hindsight.config import RetrievalSettings
+from hindsight.db.engine import ReadSession
 from hindsight.errors import InvalidInput
 from pipeline.base import Embedder
 from schemas.recall import EpisodeHit, RecallHit, RecallResult, RoundHit
@@ -311,7 +312,11 @@ def render_context(
         memory_ids=[h.memory.id for h in ordered(mem)],
         episode_ids=[e.episode.id for e in eps],
         round_ids=[r.round.id for r in _by_conversation(rds)],
-        items=[_item(h) for h in [*ordered(mem), *eps, *_by_conversation(rds)]],
+        items=[
+            *(_item(h) for h in ordered(mem)),
+            *(_item(e) for e in eps),
+            *(_item(r) for r in _by_conversation(rds)),
+        ],
         truncated=truncated,
     )
 
@@ -344,7 +349,7 @@ def _item(hit: RecallHit | EpisodeHit | RoundHit) -> ContextItem:
 
 
 def assemble_context(
-    session: object,
+    session: ReadSession,
     namespace: str,
     query: str,
     *,
