@@ -121,8 +121,8 @@ def build_server(
     async def lifespan(_: MCPServer[McpState]) -> AsyncIterator[McpState]:
         from hindsight.embeddings import build_embedder
 
-        emb: Embedder = embedder if embedder is not None else await anyio.to_thread.run_sync(
-            build_embedder, settings.embedding
+        emb: Embedder = (
+            embedder if embedder is not None else await anyio.to_thread.run_sync(build_embedder, settings.embedding)
         )
         state = McpState(
             settings=settings,

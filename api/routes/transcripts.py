@@ -25,9 +25,7 @@ def ingest(
 
 
 @router.get("/{transcript_id}", response_model=TranscriptStatus)
-def transcript_status(
-    namespace: NamespacePath, transcript_id: uuid.UUID, session: ReadSessionDep
-) -> TranscriptStatus:
+def transcript_status(namespace: NamespacePath, transcript_id: uuid.UUID, session: ReadSessionDep) -> TranscriptStatus:
     """Processing state of one transcript, with its error history if it failed."""
     row = TranscriptRepository(session).get_in_namespace(namespace, transcript_id)
     if row is None:
