@@ -44,9 +44,7 @@ def list_memories(
     limit: int = 50,
     offset: int = 0,
 ) -> MemoryPage:
-    rows, total = MemoryRepository(session).list(
-        namespace, states=states, kinds=kinds, limit=limit, offset=offset
-    )
+    rows, total = MemoryRepository(session).list(namespace, states=states, kinds=kinds, limit=limit, offset=offset)
     return MemoryPage(items=[MemoryRead.model_validate(r) for r in rows], total=total, limit=limit, offset=offset)
 
 
