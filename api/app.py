@@ -1,6 +1,6 @@
 """The thin HTTP API: the app factory, its middleware and error handlers. The routes are in api/routes/
-(one module per resource, each route one service call), what they depend on in api/deps.py. OpenAPI at
-/openapi.json, docs at /docs.
+(one module per resource, each route a thin call into hindsight.services), what they depend on in
+api/deps.py. OpenAPI at /openapi.json, docs at /docs.
 
 Every /v1 route needs `Authorization: Bearer <token>` unless auth.mode is `none` (api/auth.py): 401 without a
 valid token, 403 for a namespace outside the token's grant (decided before any lookup), 404 for an id that

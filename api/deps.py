@@ -8,7 +8,8 @@ Routes get database sessions only from here:
   "function"), so the caller's next read sees the write; rolled back when the route raises.
 
 Services that still open their own unit of work from an engine (erase, publish_transcripts, and the
-session store's hand-over) get it through `EngineDep` / `SessionStoreDep`; nothing else reaches the engine.
+session store's hand-over) get it through `EngineDep` / `SessionStoreDep`; apart from /readyz's ping,
+nothing else reaches the engine.
 """
 
 from __future__ import annotations
