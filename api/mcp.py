@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -35,7 +35,7 @@ from starlette.responses import JSONResponse, Response
 from api.auth import LOCAL, Authenticator, Forbidden, Principal, Unauthorized
 from hindsight import __version__
 from hindsight.config import Settings
-from hindsight.db.engine import get_engine, read_session, session_scope
+from hindsight.db.engine import ReadSession, Session, get_engine, read_session, session_scope
 from hindsight.errors import HindsightError, NotFound
 from hindsight.queue import Publisher
 from hindsight.services import erase as erase_service
@@ -52,6 +52,7 @@ from workers.publisher import CeleryPublisher
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
+S = TypeVar("S", ReadSession, Session)
 
 Transport = Literal["stdio", "http"]
 NamespaceArg = Annotated[
@@ -123,7 +124,9 @@ def build_server(
     async def lifespan(_: MCPServer[McpState]) -> AsyncIterator[McpState]:
         from hindsight.embeddings import build_embedder
 
-        emb = embedder or await anyio.to_thread.run_sync(build_embedder, settings.embedding)
+        emb: Embedder = (
+            embedder if embedder is not None else await anyio.to_thread.run_sync(build_embedder, settings.embedding)
+        )
         state = McpState(
             settings=settings,
             engine=get_engine(settings),
@@ -140,9 +143,9 @@ def build_server(
     if transport == "http" and auth.enabled:
         kwargs = {
             "token_verifier": _Verifier(auth),
-            "auth": McpAuthSettings(
-                issuer_url=f"http://{host or settings.api_host}",  # type: ignore[arg-type]
-                resource_server_url=None,
+            # Validated from the string (as pydantic coerces it), so the URL keeps its form: no trailing "/".
+            "auth": McpAuthSettings.model_validate(
+                {"issuer_url": f"http://{host or settings.api_host}", "resource_server_url": None}
             ),
         }
     server: MCPServer[McpState] = MCPServer(
@@ -167,7 +170,10 @@ def build_server(
 
 
 def _state(ctx: Context) -> McpState:
-    return ctx.request_context.lifespan_context  # type: ignore[no-any-return]
+    state = ctx.request_context.lifespan_context
+    if not isinstance(state, McpState):  # the lifespan yields it before the first call
+        raise ToolError("server state is not ready")
+    return state
 
 
 def _principal(ctx: Context) -> Principal:
@@ -211,12 +217,36 @@ def _confirmed(confirm: str, namespace: str) -> None:
         raise ToolError(f"not erased: confirm must repeat the namespace ({namespace!r})")
 
 
-async def _call(fn: Callable[[], T]) -> T:
-    """Run a sync service in a worker thread; hindsight's errors become MCP error results."""
+def _tool_error(exc: HindsightError) -> Exception:
+    return ToolError(f"{type(exc).__name__}: {exc}")
+
+
+def _resource_error(exc: HindsightError) -> Exception:
+    return ResourceNotFoundError(str(exc)) if isinstance(exc, NotFound) else ResourceError(str(exc))
+
+
+async def _call(fn: Callable[[], T], errors: Callable[[HindsightError], Exception] = _tool_error) -> T:
+    """Run a sync service in a worker thread; hindsight's errors become MCP error results (`errors`)."""
     try:
         return await anyio.to_thread.run_sync(fn)
     except HindsightError as exc:
-        raise ToolError(f"{type(exc).__name__}: {exc}") from None
+        raise errors(exc) from None
+
+
+async def _in_session(
+    st: McpState,
+    unit: Callable[[Engine], AbstractContextManager[S]],
+    work: Callable[[S], T],
+    errors: Callable[[HindsightError], Exception] = _tool_error,
+) -> T:
+    """`work` in one unit of work, in a worker thread: `unit` is read_session (rolled back) for a read, or
+    session_scope (committed when `work` returns, rolled back if it raises) for a write."""
+
+    def run() -> T:
+        with unit(st.engine) as session:
+            return work(session)
+
+    return await _call(run, errors)
 
 
 # -- tools and resources -----------------------------------------------------------------------------------
@@ -265,14 +295,13 @@ def _register(server: MCPServer[McpState]) -> None:
     ) -> EpisodeRecallResult:
         ns, _ = _resolve(ctx, namespace)
         st = _state(ctx)
-
-        def run() -> EpisodeRecallResult:
-            with read_session(st.engine) as session:
-                return recall_episodes(
-                    session, ns, query, embedder=st.embedder, settings=st.settings.retrieval, top_k=top_k
-                )
-
-        return await _call(run)
+        return await _in_session(
+            st,
+            read_session,
+            lambda session: recall_episodes(
+                session, ns, query, embedder=st.embedder, settings=st.settings.retrieval, top_k=top_k
+            ),
+        )
 
     @server.tool(
         name="round_search",
@@ -288,26 +317,25 @@ def _register(server: MCPServer[McpState]) -> None:
     ) -> RoundRecallResult:
         ns, _ = _resolve(ctx, namespace)
         st = _state(ctx)
-
-        def run() -> RoundRecallResult:
-            with read_session(st.engine) as session:
-                return recall_rounds(
-                    session, ns, query, embedder=st.embedder, settings=st.settings.retrieval, top_k=top_k
-                )
-
-        return await _call(run)
+        return await _in_session(
+            st,
+            read_session,
+            lambda session: recall_rounds(
+                session, ns, query, embedder=st.embedder, settings=st.settings.retrieval, top_k=top_k
+            ),
+        )
 
     async def _search(ctx: Context, query: str, namespace: str | None, top_k: int | None) -> RecallResult:
         ns, _ = _resolve(ctx, namespace)
         st = _state(ctx)
-
-        def run() -> RecallResult:
-            with session_scope(st.engine) as session:
-                return recall_service(
-                    session, ns, query, embedder=st.embedder, settings=st.settings.retrieval, top_k=top_k
-                )
-
-        return await _call(run)
+        # A read: recall counts accesses on its own thread (services/recall.py AccessRecorder).
+        return await _in_session(
+            st,
+            read_session,
+            lambda session: recall_service(
+                session, ns, query, embedder=st.embedder, settings=st.settings.retrieval, top_k=top_k
+            ),
+        )
 
     @server.tool(
         name="memory_write",
@@ -342,17 +370,18 @@ def _register(server: MCPServer[McpState]) -> None:
                 confidence=confidence,
                 ttl_days=ttl_days,
                 pinned=pinned,
+                subject=None,  # not a tool argument: the key's first segment names whom the fact is about
             )
         except ValueError as exc:
             raise ToolError(f"invalid arguments: {exc}") from None
 
-        def run() -> WriteResult:
-            with session_scope(st.engine) as session:
-                return memory_ops.write_memory(
-                    session, ns, write, embedder=st.embedder, settings=st.settings, actor=actor
-                )
-
-        return await _call(run)
+        return await _in_session(
+            st,
+            session_scope,
+            lambda session: memory_ops.write_memory(
+                session, ns, write, embedder=st.embedder, settings=st.settings, actor=actor
+            ),
+        )
 
     @server.tool(
         name="remember",
@@ -371,14 +400,13 @@ def _register(server: MCPServer[McpState]) -> None:
     ) -> RememberResult:
         ns, actor = _resolve(ctx, namespace)
         st = _state(ctx)
-
-        def run() -> RememberResult:
-            with session_scope(st.engine) as session:
-                return memory_ops.remember(
-                    session, ns, content, metadata or {}, embedder=st.embedder, settings=st.settings, actor=actor
-                )
-
-        return await _call(run)
+        return await _in_session(
+            st,
+            session_scope,
+            lambda session: memory_ops.remember(
+                session, ns, content, metadata or {}, embedder=st.embedder, settings=st.settings, actor=actor
+            ),
+        )
 
     @server.tool(
         name="memory_forget",
@@ -397,12 +425,9 @@ def _register(server: MCPServer[McpState]) -> None:
     ) -> MemoryRead:
         ns, actor = _resolve(ctx, namespace)
         st = _state(ctx)
-
-        def run() -> MemoryRead:
-            with session_scope(st.engine) as session:
-                return memory_ops.forget(session, ns, memory_id, actor=actor, reason=reason)
-
-        return await _call(run)
+        return await _in_session(
+            st, session_scope, lambda session: memory_ops.forget(session, ns, memory_id, actor=actor, reason=reason)
+        )
 
     @server.tool(
         name="memory_verify",
@@ -420,12 +445,11 @@ def _register(server: MCPServer[McpState]) -> None:
     ) -> MemoryRead:
         ns, actor = _resolve(ctx, namespace)
         st = _state(ctx)
-
-        def run() -> MemoryRead:
-            with session_scope(st.engine) as session:
-                return memory_ops.verify(session, ns, memory_id, actor=actor, confidence=confidence)
-
-        return await _call(run)
+        return await _in_session(
+            st,
+            session_scope,
+            lambda session: memory_ops.verify(session, ns, memory_id, actor=actor, confidence=confidence),
+        )
 
     @server.tool(
         name="memory_erase_transcript",
@@ -446,12 +470,12 @@ def _register(server: MCPServer[McpState]) -> None:
         _confirmed(confirm, ns)
         st = _state(ctx)
 
-        def run() -> EraseResult:
+        def work(session: Session) -> EraseResult:
+            # The scrub outside PostgreSQL runs when the unit of work commits and fills in the result's counts.
             outside = erase_service.outside_of(st.settings, publisher=st.publisher, engine=st.engine)
-            with session_scope(st.engine) as session:
-                return erase_service.erase_transcript(session, ns, transcript_id, actor=actor, outside=outside)
+            return erase_service.erase_transcript(session, ns, transcript_id, actor=actor, outside=outside)
 
-        return await _call(run)
+        return await _in_session(st, session_scope, work)
 
     @server.tool(
         name="namespace_erase",
@@ -471,12 +495,12 @@ def _register(server: MCPServer[McpState]) -> None:
         _confirmed(confirm, ns)
         st = _state(ctx)
 
-        def run() -> EraseResult:
+        def work(session: Session) -> EraseResult:
+            # The scrub outside PostgreSQL runs when the unit of work commits and fills in the result's counts.
             outside = erase_service.outside_of(st.settings, publisher=st.publisher, engine=st.engine)
-            with session_scope(st.engine) as session:
-                return erase_service.erase_namespace(session, ns, actor=actor, outside=outside)
+            return erase_service.erase_namespace(session, ns, actor=actor, outside=outside)
 
-        return await _call(run)
+        return await _in_session(st, session_scope, work)
 
     @server.resource(
         "memory://{namespace}/{memory_id}",
@@ -490,18 +514,12 @@ def _register(server: MCPServer[McpState]) -> None:
             mid = uuid.UUID(memory_id)
         except (ToolError, ValueError) as exc:
             raise ResourceError(str(exc)) from None
-        st = _state(ctx)
-
-        def run() -> str:
-            with read_session(st.engine) as session:
-                return memory_service.get_memory(session, ns, mid).model_dump_json()
-
-        try:
-            return await anyio.to_thread.run_sync(run)
-        except NotFound as exc:
-            raise ResourceNotFoundError(str(exc)) from None
-        except HindsightError as exc:
-            raise ResourceError(str(exc)) from None
+        return await _in_session(
+            _state(ctx),
+            read_session,
+            lambda session: memory_service.get_memory(session, ns, mid).model_dump_json(),
+            _resource_error,
+        )
 
 
 def run(

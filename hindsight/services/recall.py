@@ -45,6 +45,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from hindsight.config import DEFAULT_MODEL_PROFILES, ModelProfile, RetrievalSettings, get_settings
+from hindsight.db.engine import ReadSession
 from hindsight.db.recall_repository import Candidate, RecallRepository, VectorPlan
 from hindsight.errors import InvalidInput
 from hindsight.textsearch import query_terms
@@ -250,7 +251,7 @@ def memory_plan(repo: RecallRepository, namespace: str, *, want: int, settings: 
 
 
 def recall(
-    session: object,
+    session: ReadSession,
     namespace: str,
     query: str,
     *,
@@ -282,7 +283,7 @@ def recall(
     if threshold is None:
         threshold = settings.score_threshold
 
-    repo = RecallRepository(session)  # type: ignore[arg-type]
+    repo = RecallRepository(session)
     terms = _weighted_terms(repo, "memories", namespace, query, settings)
     vector = list(query_vector) if query_vector is not None else embedder.embed([query])[0]
     want = max(settings.candidates, k)
@@ -299,7 +300,7 @@ def recall(
 
     ids = [c.row["id"] for _, c, _, _ in scored]
     if record_access and ids:
-        _recorder.add(session.get_bind().engine, ids, now)  # type: ignore[attr-defined]
+        _recorder.add(session.get_bind().engine, ids, now)
     hits = []
     for score, c, parts, age in scored:
         memory = MemoryRead.model_validate(c.row)
@@ -319,7 +320,7 @@ def recall(
 
 
 def recall_episodes(
-    session: object,
+    session: ReadSession,
     namespace: str,
     query: str,
     *,
@@ -356,7 +357,7 @@ def recall_episodes(
 
 
 def recall_rounds(
-    session: object,
+    session: ReadSession,
     namespace: str,
     query: str,
     *,
@@ -373,7 +374,7 @@ def recall_rounds(
     query, now, found = _units("rounds", session, namespace, query, embedder, settings, top_k, now, query_vector)
     taught: dict[tuple[uuid.UUID, str], list[RoundMemory]] = {}
     seen: set[tuple[uuid.UUID, str, uuid.UUID]] = set()
-    repo = RecallRepository(session)  # type: ignore[arg-type]
+    repo = RecallRepository(session)
     for m in repo.memories_of_rounds(namespace, sorted({row["transcript_id"] for *_, row in found})):
         for turn in m["turn_ids"]:
             if (m["transcript_id"], turn, m["id"]) not in seen:
@@ -424,7 +425,7 @@ def _days(now: datetime, at: datetime) -> float:
 
 def _units(
     table: str,
-    session: object,
+    session: ReadSession,
     namespace: str,
     query: str,
     embedder: Embedder,
@@ -440,7 +441,7 @@ def _units(
     now = _aware(now)
     vector = list(query_vector) if query_vector is not None else embedder.embed([query])[0]
     profile = model_profile(embedder.name)
-    repo = RecallRepository(session)  # type: ignore[arg-type]
+    repo = RecallRepository(session)
     terms = _weighted_terms(repo, table, namespace, query, settings)
     span = time_window(query, now)
     window = _search_window(span) if span is not None else None

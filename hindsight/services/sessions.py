@@ -47,8 +47,18 @@ _MAX_TURN_ID = 128  # TurnIn.turn_id
 _MAX_KEY_SESSION_ID = 200  # keeps the idempotency key within its 256 characters; the digest covers the rest
 
 
-def _key(namespace: str, session_id: str, part: str) -> str:
-    return f"hs:sess:{namespace}{_SEP}{session_id}:{part}"
+def _namespace_prefix(namespace: str) -> str:
+    return f"hs:sess:{namespace}{_SEP}"
+
+
+def session_key(namespace: str, session_id: str, part: str) -> str:
+    """The Redis key of one part of a session: `lock`, `seq` (its turn counter), `pending` or `window`."""
+    return f"{_namespace_prefix(namespace)}{session_id}:{part}"
+
+
+def active_member(namespace: str, session_id: str) -> str:
+    """The session's member in the ACTIVE_SESSIONS sorted set (scored by its last turn's time)."""
+    return f"{namespace}{_SEP}{session_id}"
 
 
 def session_store(
@@ -138,8 +148,8 @@ class SessionStore:
         over first and could not be; either way nothing is stored. Once the turn is stored, a failed
         turn-threshold hand-over is only logged: end() and close_idle retry it."""
         now = now or time.time()
-        with self.redis.lock(_key(namespace, session_id, "lock"), timeout=30, blocking_timeout=30):
-            seq = int(self.redis.get(_key(namespace, session_id, "seq")) or 0) + 1
+        with self.redis.lock(session_key(namespace, session_id, "lock"), timeout=30, blocking_timeout=30):
+            seq = int(self.redis.get(session_key(namespace, session_id, "seq")) or 0) + 1
             record = self._admit(namespace, session_id, turn, seq)
             flushed = self._make_room(namespace, session_id, record)
             self._store(namespace, session_id, record, now)
@@ -159,7 +169,7 @@ class SessionStore:
     def _make_room(self, namespace: str, session_id: str, record: dict[str, Any]) -> bool:
         """Hand pending over first when adding `record` would make a transcript ingest refuses (too many
         turns or bytes, a repeated turn id), so pending stays within the ingest limits. True if it did."""
-        pending = [json.loads(r) for r in self.redis.lrange(_key(namespace, session_id, "pending"), 0, -1)]
+        pending = [json.loads(r) for r in self.redis.lrange(session_key(namespace, session_id, "pending"), 0, -1)]
         if not pending:
             return False
         try:
@@ -172,16 +182,16 @@ class SessionStore:
 
     def _store(self, namespace: str, session_id: str, record: dict[str, Any], now: float) -> None:
         data = json.dumps(record, ensure_ascii=False)
-        window = _key(namespace, session_id, "window")
+        window = session_key(namespace, session_id, "window")
         pipe = self.redis.pipeline()  # MULTI/EXEC: the turn is stored whole or not at all
-        pipe.set(_key(namespace, session_id, "seq"), record["seq"])  # SET also drops a TTL left by a flush
-        pipe.rpush(_key(namespace, session_id, "pending"), data)
+        pipe.set(session_key(namespace, session_id, "seq"), record["seq"])  # SET also drops a TTL left by a flush
+        pipe.rpush(session_key(namespace, session_id, "pending"), data)
         # Pending never expires: it leaves Redis only when published or dead-lettered (see _flush).
-        pipe.persist(_key(namespace, session_id, "pending"))
+        pipe.persist(session_key(namespace, session_id, "pending"))
         pipe.rpush(window, data)
         pipe.ltrim(window, -self.settings.max_turns, -1)
         pipe.expire(window, self.settings.ttl_seconds)
-        pipe.zadd(ACTIVE_SESSIONS, {f"{namespace}{_SEP}{session_id}": now})
+        pipe.zadd(ACTIVE_SESSIONS, {active_member(namespace, session_id): now})
         pipe.execute()
 
     def _try_flush(self, namespace: str, session_id: str) -> bool:
@@ -198,14 +208,14 @@ class SessionStore:
 
     def end(self, namespace: Namespace, session_id: str) -> bool:
         """Explicit conversation end: hand the remaining turns to the pipeline. True if any were pending."""
-        with self.redis.lock(_key(namespace, session_id, "lock"), timeout=30, blocking_timeout=30):
+        with self.redis.lock(session_key(namespace, session_id, "lock"), timeout=30, blocking_timeout=30):
             sent = self._flush(namespace, session_id, EventType.conversation_end)
-            self.redis.zrem(ACTIVE_SESSIONS, f"{namespace}{_SEP}{session_id}")
+            self.redis.zrem(ACTIVE_SESSIONS, active_member(namespace, session_id))
         return sent
 
     def window(self, namespace: Namespace, session_id: str) -> list[dict[str, Any]]:
         """Working memory: the last `max_turns` turns, trimmed to `max_tokens` (approx. 4 chars a token)."""
-        turns = [json.loads(r) for r in self.redis.lrange(_key(namespace, session_id, "window"), 0, -1)]
+        turns = [json.loads(r) for r in self.redis.lrange(session_key(namespace, session_id, "window"), 0, -1)]
         budget = self.settings.max_tokens * 4
         kept: list[dict[str, Any]] = []
         for turn in reversed(turns):
@@ -217,7 +227,7 @@ class SessionStore:
 
     def exists(self, namespace: Namespace, session_id: str) -> bool:
         """True while the session has working memory: until `ttl_seconds` after its last turn."""
-        return bool(self.redis.exists(_key(namespace, session_id, "window")))
+        return bool(self.redis.exists(session_key(namespace, session_id, "window")))
 
     def close_idle(self, *, idle_seconds: float, now: float | None = None) -> int:
         """Publish a conversation-end for every session idle longer than `idle_seconds` (beat).
@@ -274,7 +284,7 @@ class SessionStore:
         )
 
     def _flush(self, namespace: str, session_id: str, event_type: EventType) -> bool:
-        pending_key = _key(namespace, session_id, "pending")
+        pending_key = session_key(namespace, session_id, "pending")
         raw = self.redis.lrange(pending_key, 0, -1)
         if not raw:
             return False
@@ -284,7 +294,7 @@ class SessionStore:
         # then lives as long as the window, so a seq is not reused while the window still shows it.
         pipe = self.redis.pipeline()
         pipe.ltrim(pending_key, len(raw), -1)
-        pipe.expire(_key(namespace, session_id, "seq"), self.settings.ttl_seconds)
+        pipe.expire(session_key(namespace, session_id, "seq"), self.settings.ttl_seconds)
         pipe.execute()
         log.info(
             "session.flushed",
@@ -301,9 +311,9 @@ class SessionStore:
         """Drop every session of the namespace, turns not yet handed over included. Returns how many."""
         sessions = self._session_ids(namespace)
         for session_id in sessions:
-            with self.redis.lock(_key(namespace, session_id, "lock"), timeout=30, blocking_timeout=30):
-                self.redis.delete(*(_key(namespace, session_id, part) for part in ("seq", "pending", "window")))
-                self.redis.zrem(ACTIVE_SESSIONS, f"{namespace}{_SEP}{session_id}")
+            with self.redis.lock(session_key(namespace, session_id, "lock"), timeout=30, blocking_timeout=30):
+                self.redis.delete(*(session_key(namespace, session_id, part) for part in ("seq", "pending", "window")))
+                self.redis.zrem(ACTIVE_SESSIONS, active_member(namespace, session_id))
         return len(sessions)
 
     def erase_matching(self, namespace: Namespace, needles: Sequence[str], replacement: str = "[erased]") -> int:
@@ -316,9 +326,9 @@ class SessionStore:
             return 0
         redacted: set[tuple[str, int]] = set()
         for session_id in self._session_ids(namespace):
-            with self.redis.lock(_key(namespace, session_id, "lock"), timeout=30, blocking_timeout=30):
+            with self.redis.lock(session_key(namespace, session_id, "lock"), timeout=30, blocking_timeout=30):
                 for part in ("pending", "window"):
-                    seqs = self._redact_list(_key(namespace, session_id, part), lowered, replacement)
+                    seqs = self._redact_list(session_key(namespace, session_id, part), lowered, replacement)
                     redacted |= {(session_id, seq) for seq in seqs}
         return len(redacted)
 
@@ -342,7 +352,7 @@ class SessionStore:
         return [int(r["seq"]) for r in hits]
 
     def _session_ids(self, namespace: str) -> list[str]:
-        prefix = f"hs:sess:{namespace}{_SEP}"
+        prefix = _namespace_prefix(namespace)
         pattern = re.sub(r"([*?\[\]\\])", r"\\\1", prefix) + "*"
         ids: set[str] = set()
         for raw in self.redis.scan_iter(match=pattern, count=500):

@@ -20,7 +20,7 @@ from hindsight.broker import redis_client
 from hindsight.config import LimitSettings, Settings, WorkingMemorySettings, get_settings
 from hindsight.db.engine import read_session
 from hindsight.services.deadletters import list_dead_letters
-from hindsight.services.sessions import ACTIVE_SESSIONS, SessionStore, session_store
+from hindsight.services.sessions import ACTIVE_SESSIONS, SessionStore, active_member, session_key, session_store
 from schemas.events import TranscriptStatus, TurnIn
 from tests.conftest import Services, Stack, free_port, wait_for
 from workers.publisher import CeleryPublisher
@@ -52,25 +52,17 @@ def _settings(**update: Any) -> Settings:
     return get_settings().model_copy(update=update)
 
 
-def _member(namespace: str, session_id: str) -> str:
-    return f"{namespace}\x1f{session_id}"
-
-
-def _key(namespace: str, session_id: str, part: str) -> str:
-    return f"hs:sess:{namespace}\x1f{session_id}:{part}"
-
-
 def _pending(redis: Any, namespace: str, session_id: str) -> list[dict[str, Any]]:
-    return [json.loads(r) for r in redis.lrange(_key(namespace, session_id, "pending"), 0, -1)]
+    return [json.loads(r) for r in redis.lrange(session_key(namespace, session_id, "pending"), 0, -1)]
 
 
 def _session_keys(redis: Any, namespace: str, session_id: str) -> dict[str, Any]:
     """What Redis holds for one session: its keys' values, and its place among the active sessions."""
     found: dict[str, Any] = {
-        part: redis.lrange(_key(namespace, session_id, part), 0, -1) for part in ("pending", "window")
+        part: redis.lrange(session_key(namespace, session_id, part), 0, -1) for part in ("pending", "window")
     }
-    found["seq"] = redis.get(_key(namespace, session_id, "seq"))
-    found["active"] = redis.zscore(ACTIVE_SESSIONS, _member(namespace, session_id))
+    found["seq"] = redis.get(session_key(namespace, session_id, "seq"))
+    found["active"] = redis.zscore(ACTIVE_SESSIONS, active_member(namespace, session_id))
     return found
 
 
@@ -236,8 +228,8 @@ def test_an_append_whose_threshold_hand_over_fails_is_still_2xx_and_kept(
     assert broken.append(namespace, sid, TurnIn(role="user", content="I moved to Porto.")) is False
     assert broken.append(namespace, sid, TurnIn(role="user", content="I work at a bakery.")) is False
     assert len(_pending(redis, namespace, sid)) == 2, "both turns kept for a later hand-over"
-    assert redis.ttl(_key(namespace, sid, "pending")) == -1, "pending never expires unpublished"
-    assert redis.ttl(_key(namespace, sid, "seq")) == -1
+    assert redis.ttl(session_key(namespace, sid, "pending")) == -1, "pending never expires unpublished"
+    assert redis.ttl(session_key(namespace, sid, "seq")) == -1
     down.dispose()
 
     # The database is back: the session's end hands both turns over.
@@ -245,7 +237,7 @@ def test_an_append_whose_threshold_hand_over_fails_is_still_2xx_and_kept(
     assert store.end(namespace, sid) is True
     rows = _transcripts(engine, namespace)
     assert [[t["content"] for t in r.turns] for r in rows] == [["I moved to Porto.", "I work at a bakery."]]
-    assert 0 < redis.ttl(_key(namespace, sid, "seq")) <= settings.working_memory.ttl_seconds
+    assert 0 < redis.ttl(session_key(namespace, sid, "seq")) <= settings.working_memory.ttl_seconds
 
 
 def test_a_session_that_can_never_be_published_is_dead_lettered_with_its_turns(
@@ -272,7 +264,7 @@ def test_a_session_that_can_never_be_published_is_dead_lettered_with_its_turns(
     assert contents[1] == "my password is [REDACTED:password]"
     # Handed over: nothing pending, no longer active, and a second end publishes nothing.
     assert _pending(redis, namespace, sid) == []
-    assert redis.zscore(ACTIVE_SESSIONS, _member(namespace, sid)) is None
+    assert redis.zscore(ACTIVE_SESSIONS, active_member(namespace, sid)) is None
     assert closer.end(namespace, sid) is False
 
 
@@ -281,13 +273,13 @@ def test_close_idle_goes_on_past_a_failing_session(stack: Stack, redis: Any, eng
     corrupt, oversized, good = (f"{n}-{uuid.uuid4().hex[:6]}" for n in ("corrupt", "big", "good"))
     # Left in Redis by an older version: an unreadable record, and a turn over the ingest limit that the old
     # store accepted. Idle for ages, so beat reaches them before the good session.
-    redis.rpush(_key(namespace, corrupt, "pending"), b"{not json")
+    redis.rpush(session_key(namespace, corrupt, "pending"), b"{not json")
     redis.rpush(
-        _key(namespace, oversized, "pending"),
+        session_key(namespace, oversized, "pending"),
         json.dumps({"seq": 1, "role": "user", "content": "I keep bees. " + "z" * limit}),
     )
-    redis.set(_key(namespace, oversized, "seq"), 1)
-    redis.zadd(ACTIVE_SESSIONS, {_member(namespace, corrupt): 1, _member(namespace, oversized): 2})
+    redis.set(session_key(namespace, oversized, "seq"), 1)
+    redis.zadd(ACTIVE_SESSIONS, {active_member(namespace, corrupt): 1, active_member(namespace, oversized): 2})
     try:
         with httpx.Client(base_url=stack.api_url, timeout=30) as c:
             r = c.post(f"/v1/namespaces/{namespace}/sessions/{good}/turns", json={"role": "user", "content": "hi"})
@@ -304,13 +296,13 @@ def test_close_idle_goes_on_past_a_failing_session(stack: Stack, redis: Any, eng
         assert len(dead) == 1
         assert f"the limit is {limit}" in (dead[0].last_error or "")
         # The unreadable one is kept (never silently dropped), retried each run, and logged with the reason.
-        assert redis.lrange(_key(namespace, corrupt, "pending"), 0, -1) == [b"{not json"]
+        assert redis.lrange(session_key(namespace, corrupt, "pending"), 0, -1) == [b"{not json"]
         wait_for(lambda: corrupt in stack.procs["worker"].output(), 30, "the failure to be logged")
         failed = [line for line in stack.procs["worker"].output().splitlines() if corrupt in line]
         assert any("session.close_failed" in line and "JSONDecodeError" in line for line in failed), failed
     finally:
-        redis.delete(_key(namespace, corrupt, "pending"))
-        redis.zrem(ACTIVE_SESSIONS, _member(namespace, corrupt))
+        redis.delete(session_key(namespace, corrupt, "pending"))
+        redis.zrem(ACTIVE_SESSIONS, active_member(namespace, corrupt))
 
 
 def test_the_store_answers_whether_a_session_exists(services: Services, engine: sa.Engine, namespace: str) -> None:
