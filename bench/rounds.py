@@ -29,12 +29,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from evaluation import data, suites  # noqa: E402
 from evaluation.baselines import BM25Index, DenseIndex, reciprocal_rank_fusion  # noqa: E402
-from evaluation.render import count_tokens, render_turn  # noqa: E402
+from evaluation.render import render_turn  # noqa: E402
 from evaluation.runtime import eval_runtime  # noqa: E402
 from evaluation.scoring import RankedItem, evidence_scores, mean_rows  # noqa: E402
 from hindsight.config import get_settings  # noqa: E402
 from hindsight.embeddings import cached_embedder  # noqa: E402
 from hindsight.logging import configure_logging  # noqa: E402
+from pipeline.wordpiece import count_tokens  # noqa: E402
 from schemas.events import TranscriptIn  # noqa: E402
 
 FILES = {

