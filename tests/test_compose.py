@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import click
+import typer.core
 import typer.main
 import yaml
 from pydantic import BaseModel
@@ -20,8 +20,8 @@ SERVICES: dict[str, Any] = COMPOSE["services"]
 
 def _cli_commands() -> dict[str, Any]:
     command = typer.main.get_command(app)
-    assert isinstance(command, click.Group)
-    return command.commands
+    assert isinstance(command, typer.core.TyperGroup)
+    return dict(command.commands)
 
 
 def _setting_exists(name: str) -> bool:
