@@ -24,7 +24,7 @@ import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -32,7 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hindsight.embeddings import UsemEmbedder  # noqa: E402
 from pipeline.offline import OfflineDistiller  # noqa: E402
-from schemas.pipeline import Role, Transcript, Turn  # noqa: E402
+from schemas.pipeline import Distillation, Role, Transcript, Turn  # noqa: E402
+
+if TYPE_CHECKING:  # only for the annotations: older commits have no pipeline/rounds.py
+    from pipeline.rounds import Round
 
 
 def _dialogues(train_dir: Path, turns: int, limit: int) -> list[Transcript]:
@@ -42,8 +45,8 @@ def _dialogues(train_dir: Path, turns: int, limit: int) -> list[Transcript]:
         import hashlib
         import re
 
-        def persona_split(english: list[str]) -> str:
-            key = min((re.sub(r"[^a-z0-9\u4e00-\u9fff]+", " ", t.lower()).strip() for t in english), default="")
+        def persona_split(english_persona: list[str]) -> str:
+            key = min((re.sub(r"[^a-z0-9\u4e00-\u9fff]+", " ", t.lower()).strip() for t in english_persona), default="")
             return "val" if int(hashlib.sha1(key.encode()).hexdigest(), 16) % 5 == 0 else "train"
 
     pools = []
@@ -78,12 +81,12 @@ def _dialogues(train_dir: Path, turns: int, limit: int) -> list[Transcript]:
     return out
 
 
-def _rounds(t: Transcript, d: object) -> list:  # type: ignore[type-arg]
+def _rounds(t: Transcript, d: Distillation) -> list[Round]:
     try:
         from pipeline.rounds import split_rounds
     except ImportError:  # before rounds: the worker embedded facts and summary only
         return []
-    return split_rounds(t, [(f.turn_ids, f.value) for f in d.facts])  # type: ignore[attr-defined]
+    return split_rounds(t, [(f.turn_ids, f.value) for f in d.facts])
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -99,7 +102,7 @@ def main(
 
     embedder = UsemEmbedder()
     try:
-        distiller = OfflineDistiller(embedder)  # type: ignore[call-arg]
+        distiller = OfflineDistiller(embedder)
     except TypeError:  # before the classifier: the distiller took no embedder
         distiller = OfflineDistiller()
     judge = getattr(distiller, "judge", None)

@@ -131,8 +131,8 @@ def _turn(line: str) -> tuple[str, str] | None:
     return m.group(1), text
 
 
-def load_madial(dialogues: Path, memories: Path) -> tuple[list[dict], list[dict]]:
-    mems = []
+def load_madial(dialogues: Path, memories: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    mems: list[dict[str, Any]] = []
     for line in memories.read_text(encoding="utf-8").splitlines():
         if line.strip():
             (obj,) = json.loads(line).values()
@@ -141,7 +141,7 @@ def load_madial(dialogues: Path, memories: Path) -> tuple[list[dict], list[dict]
     return dias, mems
 
 
-def build_query(dialogue: dict, mode: str) -> str:
+def build_query(dialogue: dict[str, Any], mode: str) -> str:
     cut = min(dialogue["test-turn"])  # the first assistant turn that recalls a memory; everything before it
     turns = [t for t in (_turn(x) for x in dialogue["dialogue"][:cut]) if t]
     user = [text for who, text in turns if who.lower() != "assistant"]
@@ -163,7 +163,7 @@ def rank_metrics(sims: np.ndarray, ids: list[str], relevant: set[str]) -> dict[s
     return out
 
 
-def madial(model: Model, dias: list[dict], mems: list[dict]) -> dict[str, Any]:
+def madial(model: Model, dias: list[dict[str, Any]], mems: list[dict[str, Any]]) -> dict[str, Any]:
     mvec = model.passages([m["text"] for m in mems])
     ids = [m["id"] for m in mems]
     users = np.array([m["user"] for m in mems])
@@ -174,7 +174,8 @@ def madial(model: Model, dias: list[dict], mems: list[dict]) -> dict[str, Any]:
             "same-user": defaultdict(list),
             "all": defaultdict(list),
         }
-        rel_cos, irr_cos = [], []
+        rel_cos: list[float] = []
+        irr_cos: list[float] = []
         for d, q in zip(dias, qvec, strict=True):
             relevant = {str(r) for r in d["relevant-id"]}
             sims = mvec @ q
@@ -226,7 +227,7 @@ def best_threshold(scores: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
     return {"threshold": round(float(t), 3), "gap": round(float(gap), 3), **prf(scores, labels, t)}
 
 
-def dedupe(model: Model, pairs: list[dict]) -> dict[str, Any]:
+def dedupe(model: Model, pairs: list[dict[str, Any]]) -> dict[str, Any]:
     a = model.passages([p["a"] for p in pairs])
     b = model.passages([p["b"] for p in pairs])
     cos = np.sum(a * b, axis=1)
@@ -290,7 +291,7 @@ def dedupe(model: Model, pairs: list[dict]) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------- speed
 
 
-def speed(model: Model, pairs: list[dict], repeats: int = 7) -> dict[str, float]:
+def speed(model: Model, pairs: list[dict[str, Any]], repeats: int = 7) -> dict[str, float]:
     """Sentences per second on one batch of 64 short memory-like sentences (32 Chinese, 32 English)."""
     by_lang: dict[str, list[str]] = defaultdict(list)
     for p in pairs:
@@ -469,7 +470,7 @@ def report(results: dict[str, Any]) -> None:
     for n, r in ok.items():
         d = r["dedupe"]
 
-        def f(x: dict) -> str:
+        def f(x: dict[str, Any]) -> str:
             s = f"{x['precision']:.2f}/{x['recall']:.2f}/{x['f1']:.2f}"
             return f"t={x['threshold']:.3f} {s}" if "threshold" in x else s
 

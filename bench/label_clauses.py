@@ -86,7 +86,7 @@ def sample(
                              "p_fact": round(judge.predict(clause).p_fact, 3)}  # fmt: skip
         rng = random.Random(seed)
         everything = sorted(pool.values(), key=lambda row: str(row["text"]))
-        likely = [row for row in everything if float(row["p_fact"]) >= 0.3]  # type: ignore[arg-type]
+        likely = [row for row in everything if isinstance(p := row["p_fact"], float) and p >= 0.3]
         drawn = rng.sample(likely, min(per_lang // 2, len(likely)))
         ids = {id(row) for row in drawn}
         rest = [row for row in everything if id(row) not in ids]

@@ -50,7 +50,7 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -59,6 +59,9 @@ from pgvector import HalfVector
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -365,9 +368,10 @@ class FixedEmbedder:
         return [self.vector for _ in texts]
 
 
-def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+def timed(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> tuple[float, T]:
+    """Milliseconds `fn(*args, **kwargs)` took, and what it returned."""
     t0 = time.perf_counter()
-    out = fn()
+    out = fn(*args, **kwargs)
     return (time.perf_counter() - t0) * 1000, out
 
 
@@ -413,7 +417,7 @@ def measure_filtered(
     for ef in extra_ef:
         for order in ("relaxed_order", "strict_order"):
             p = VectorPlan("iterative", ef_search=ef, order=order)
-            ms, got = timed(lambda p=p: repo.nearest(ns, v, states=states, limit=10, plan=p))
+            ms, got = timed(repo.nearest, ns, v, states=states, limit=10, plan=p)
             variants[f"{order.split('_')[0]}-ef{ef}"].append(ms)
             recalls[f"{order.split('_')[0]}-ef{ef}"].append(len(truth & set(got)) / max(1, len(truth)))
 
@@ -456,6 +460,9 @@ def run_size(
     def hybrid(q: str, emb: Any, ns: str) -> Any:
         return hybrid_recall(engine, ns, q, emb, settings)
 
+    def floor_of_text(q: str) -> Any:  # the floor with the query's embedding in the time
+        return floor(embedder.embed([q])[0])
+
     for q, v in list(zip(qs, qvecs, strict=True))[:20]:  # warm-up: caches, plans, index pages
         fixed.vector = v
         floor(v)
@@ -465,12 +472,12 @@ def run_size(
     task = add_task(progress, f"{n:,} rows, 1 namespace: {len(qs)} queries x 4", total=len(qs))
     for q, v in zip(qs, qvecs, strict=True):
         fixed.vector = v
-        times["floor"].append(timed(lambda v=v: floor(v))[0])
-        ms, res = timed(lambda q=q: hybrid(q, fixed, "bench-1"))
+        times["floor"].append(timed(floor, v)[0])
+        ms, res = timed(hybrid, q, fixed, "bench-1")
         times["hybrid-db"].append(ms)
         hits.append(len(res.hits))
-        times["floor+emb"].append(timed(lambda q=q: floor(embedder.embed([q])[0]))[0])
-        times["hybrid-e2e"].append(timed(lambda q=q: hybrid(q, embedder, "bench-1"))[0])
+        times["floor+emb"].append(timed(floor_of_text, q)[0])
+        times["hybrid-e2e"].append(timed(hybrid, q, embedder, "bench-1")[0])
         progress.advance(task)
     out["one_namespace"] = {k: summary(v) for k, v in times.items()}
     out["one_namespace"]["hits_per_query_mean"] = round(statistics.fmean(hits), 2)
@@ -504,7 +511,7 @@ def run_size(
             plan = memory_plan(repo, ns, want=settings.candidates, settings=settings)
             plan_used = plan.__dict__
             measure_filtered(s, repo, ns, v, plan, extra_ef, variants, recalls, naive_sql)
-        variants["hybrid-db"].append(timed(lambda q=q, ns=ns: hybrid(q, fixed, ns))[0])
+        variants["hybrid-db"].append(timed(hybrid, q, fixed, ns)[0])
         progress.advance(task)
     out["ten_namespaces"] = {
         "plan": plan_used,
@@ -566,13 +573,9 @@ def run_tenants(
             repo = RecallRepository(s)
             plan = memory_plan(repo, ns, want=settings.candidates, settings=settings)
             truth = set(repo.exact_neighbours(ns, v, states=["active", "stale"], limit=10))
-            ms_plan, got = timed(
-                lambda repo=repo, ns=ns, v=v, plan=plan: repo.nearest(
-                    ns, v, states=["active", "stale"], limit=10, plan=plan
-                )
-            )
-        ms_db = timed(lambda q=q, ns=ns: hybrid(q, fixed, ns))[0]
-        ms_e2e = timed(lambda q=q, ns=ns: hybrid(q, embedder, ns))[0]
+            ms_plan, got = timed(repo.nearest, ns, v, states=["active", "stale"], limit=10, plan=plan)
+        ms_db = timed(hybrid, q, fixed, ns)[0]
+        ms_e2e = timed(hybrid, q, embedder, ns)[0]
         rows.append({"mode": plan.mode, "recall": len(truth & set(got)) / max(1, len(truth)), "plan": ms_plan,
                      "db": ms_db, "e2e": ms_e2e, "rows": int(sizes[int(ns.split("-")[1])])})  # fmt: skip
         progress.advance(task)
@@ -674,6 +677,7 @@ def measure_units(
                     vec = vec + nrng.normal(0, 0.25 / np.sqrt(dim), dim).astype(np.float32)
                     vec /= np.linalg.norm(vec)
                     at = now - timedelta(days=rng.random() * 365)
+                    row: tuple[Any, ...]
                     if table == "episodes":
                         text = f"User said: {base_text[a]} | {base_text[b]} | Assistant concluded: {base_text[c]}"
                         row = (uuid.uuid4(), "bench-ep", tid, text, Jsonb([]), Jsonb(["0"]), HalfVector(vec),
@@ -694,7 +698,7 @@ def measure_units(
 
         for q, v in list(zip(qs, qvecs, strict=True))[:20]:
             search(q, v)
-        times = [timed(lambda q=q, v=v: search(q, v))[0] for q, v in zip(qs, qvecs, strict=True)]
+        times = [timed(search, q, v)[0] for q, v in zip(qs, qvecs, strict=True)]
         out[str(n)] = summary(times)
         console.log(json.dumps({table: n, **out[str(n)]}))
     engine.dispose()
@@ -792,10 +796,10 @@ def main(argv: list[str] | None = None) -> int:
     table = Table(title="recall latency, ms (p50 / p95)")
     for col in ("rows", "floor", "hybrid-db", "floor+emb", "hybrid-e2e", "hits/query"):
         table.add_column(col, justify="right")
-    for n, r in results.items():
+    for size, r in results.items():
         one = r["one_namespace"]
         table.add_row(
-            f"{int(n):,}",
+            f"{int(size):,}",
             *(f"{one[k]['p50']} / {one[k]['p95']}" for k in ("floor", "hybrid-db", "floor+emb", "hybrid-e2e")),
             str(one["hits_per_query_mean"]),
         )
@@ -803,18 +807,18 @@ def main(argv: list[str] | None = None) -> int:
     table = Table(title="10 namespaces: recall@10 vs exact, latency ms (p50 / p95)")
     for col in ("rows", "variant", "recall@10", "latency"):
         table.add_column(col, justify="right")
-    for n, r in results.items():
+    for size, r in results.items():
         ten = r["ten_namespaces"]
         for k, lat in ten["latency"].items():
-            table.add_row(f"{int(n):,}", k, str(ten["recall_at_10"].get(k, "")), f"{lat['p50']} / {lat['p95']}")
+            table.add_row(f"{int(size):,}", k, str(ten["recall_at_10"].get(k, "")), f"{lat['p50']} / {lat['p95']}")
     console.print(table)
     for name, found in (("episode", episodes), ("round", rounds)):
         if found:
             table = Table(title=f"{name} search (one namespace, top 5), ms")
             for col in (f"{name}s", "p50 / p95"):
                 table.add_column(col, justify="right")
-            for n, r in found.items():
-                table.add_row(f"{int(n):,}", f"{r['p50']} / {r['p95']}")
+            for size, r in found.items():
+                table.add_row(f"{int(size):,}", f"{r['p50']} / {r['p95']}")
             console.print(table)
     if tenants:
         table = Table(

@@ -29,12 +29,15 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from psycopg import Cursor
 
 console = Console(stderr=True)
 TABLES = {
@@ -57,6 +60,13 @@ def lit(v: np.ndarray) -> str:
 def ms_summary(xs: list[float]) -> dict[str, float]:
     xs = sorted(xs)
     return {"p50": round(statistics.median(xs), 2), "p95": round(xs[int(0.95 * (len(xs) - 1))], 2)}
+
+
+def _one(cursor: Cursor[tuple[Any, ...]]) -> tuple[Any, ...]:
+    """The one row of a query that always returns one (`fetchone` is typed as possibly None)."""
+    row = cursor.fetchone()
+    assert row is not None
+    return row
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,8 +95,8 @@ def main(argv: list[str] | None = None) -> int:
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
             register_vector(conn)
             out["versions"] = {
-                "postgres": conn.execute("SHOW server_version").fetchone()[0],
-                "pgvector": conn.execute("SELECT extversion FROM pg_extension WHERE extname='vector'").fetchone()[0],
+                "postgres": _one(conn.execute("SHOW server_version"))[0],
+                "pgvector": _one(conn.execute("SELECT extversion FROM pg_extension WHERE extname='vector'"))[0],
             }
             for name, (typ, ops) in TABLES.items():
                 t = progress.add_task(f"fill + index {name}", total=None)
@@ -109,11 +119,13 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 conn.execute(f"ANALYZE t_{name}")
                 out.setdefault("index_build_s", {})[name] = round(time.perf_counter() - t0, 1)
-                sizes = conn.execute(
-                    "SELECT pg_relation_size(c.oid), coalesce(pg_relation_size(c.reltoastrelid), 0),"
-                    " pg_indexes_size(c.oid) FROM pg_class c WHERE relname = %s",
-                    (f"t_{name}",),
-                ).fetchone()
+                sizes = _one(
+                    conn.execute(
+                        "SELECT pg_relation_size(c.oid), coalesce(pg_relation_size(c.reltoastrelid), 0),"
+                        " pg_indexes_size(c.oid) FROM pg_class c WHERE relname = %s",
+                        (f"t_{name}",),
+                    )
+                )
                 out.setdefault("mb", {})[name] = {
                     k: round(s / 2**20, 1) for k, s in zip(("heap", "toast", "indexes"), sizes, strict=True)
                 }
@@ -133,8 +145,8 @@ def main(argv: list[str] | None = None) -> int:
             for name in TABLES:
                 variants.append((f"{name} exact", name, None, 40))
                 for ef in [int(x) for x in args.ef.split(",")]:
-                    for order in ("relaxed_order", "strict_order"):
-                        variants.append((f"{name} {order.split('_')[0]} ef{ef}", name, order, ef))
+                    for scan_order in ("relaxed_order", "strict_order"):
+                        variants.append((f"{name} {scan_order.split('_')[0]} ef{ef}", name, scan_order, ef))
             results: dict[str, Any] = {}
             t = progress.add_task("queries", total=len(variants) * args.queries)
             for label, name, order, ef in variants:

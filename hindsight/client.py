@@ -15,6 +15,7 @@ HTTP statuses become typed errors: 401 `Unauthorized`, 403 `Forbidden`, 404 `Not
 
 from __future__ import annotations
 
+import builtins
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -143,7 +144,7 @@ class MemoryClient:
     ) -> list[dict[str, Any]]:
         """Remember free text now (privileged write); returns the memories written (`action`, `memory`)."""
         body = {"content": content, "metadata": metadata or {}}
-        return self._request("POST", f"/v1/namespaces/{self._ns(namespace)}/remember", json=body)["results"]  # type: ignore[no-any-return]
+        return self._request("POST", f"/v1/namespaces/{self._ns(namespace)}/remember", json=body)["results"]
 
     def write(
         self,
@@ -167,7 +168,7 @@ class MemoryClient:
             "ttl_days": ttl_days,
             "pinned": pinned,
         }
-        return self._request("POST", f"/v1/namespaces/{self._ns(namespace)}/memories", json=body)  # type: ignore[no-any-return]
+        return self._request("POST", f"/v1/namespaces/{self._ns(namespace)}/memories", json=body)
 
     def recall(
         self,
@@ -229,34 +230,34 @@ class MemoryClient:
         params: dict[str, Any] = {"q": query, "budget_tokens": budget_tokens, "episodes": episodes, "rounds": rounds}
         if model:
             params["model"] = model
-        return self._request("GET", f"/v1/namespaces/{self._ns(namespace)}/context", params=params)  # type: ignore[no-any-return]
+        return self._request("GET", f"/v1/namespaces/{self._ns(namespace)}/context", params=params)
 
     def get(self, memory_id: uuid.UUID | str, *, namespace: str | None = None) -> dict[str, Any]:
         """One memory with provenance, history and conflicts."""
-        return self._request("GET", f"/v1/namespaces/{self._ns(namespace)}/memories/{memory_id}")  # type: ignore[no-any-return]
+        return self._request("GET", f"/v1/namespaces/{self._ns(namespace)}/memories/{memory_id}")
 
     def list(self, *, state: list[str] | None = None, namespace: str | None = None, limit: int = 50) -> dict[str, Any]:
         params: dict[str, Any] = {"limit": limit}
         if state:
             params["state"] = state
-        return self._request("GET", f"/v1/namespaces/{self._ns(namespace)}/memories", params=params)  # type: ignore[no-any-return]
+        return self._request("GET", f"/v1/namespaces/{self._ns(namespace)}/memories", params=params)
 
     def forget(
         self, memory_id: uuid.UUID | str, *, reason: str | None = None, namespace: str | None = None
     ) -> dict[str, Any]:
         """Soft forget (kept for audit, undone by `unforget`)."""
         path = f"/v1/namespaces/{self._ns(namespace)}/memories/{memory_id}/forget"
-        return self._request("POST", path, json={"reason": reason})  # type: ignore[no-any-return]
+        return self._request("POST", path, json={"reason": reason})
 
     def unforget(self, memory_id: uuid.UUID | str, *, namespace: str | None = None) -> dict[str, Any]:
-        return self._request("POST", f"/v1/namespaces/{self._ns(namespace)}/memories/{memory_id}/unforget")  # type: ignore[no-any-return]
+        return self._request("POST", f"/v1/namespaces/{self._ns(namespace)}/memories/{memory_id}/unforget")
 
     def verify(
         self, memory_id: uuid.UUID | str, *, confidence: float | None = None, namespace: str | None = None
     ) -> dict[str, Any]:
         """Re-confirm a memory: confidence up, age reset, a stale memory revived."""
         path = f"/v1/namespaces/{self._ns(namespace)}/memories/{memory_id}/verify"
-        return self._request("POST", path, json={"confidence": confidence})  # type: ignore[no-any-return]
+        return self._request("POST", path, json={"confidence": confidence})
 
     def erase(
         self,
@@ -269,20 +270,20 @@ class MemoryClient:
         """Erase for real (irreversible): one memory, or everything of a subject (`key_prefix` / `subject`)."""
         ns = self._ns(namespace)
         if memory_id is not None:
-            return self._request("DELETE", f"/v1/namespaces/{ns}/memories/{memory_id}")  # type: ignore[no-any-return]
+            return self._request("DELETE", f"/v1/namespaces/{ns}/memories/{memory_id}")
         body = {"key_prefix": key_prefix, "subject": subject}
-        return self._request("POST", f"/v1/namespaces/{ns}/erase", json=body)  # type: ignore[no-any-return]
+        return self._request("POST", f"/v1/namespaces/{ns}/erase", json=body)
 
     def erase_transcript(self, transcript_id: uuid.UUID | str, *, namespace: str | None = None) -> dict[str, Any]:
         """Erase one transcript for real (irreversible): its turns, episode and provenance; memories it alone
         was the source of are erased too."""
-        return self._request("DELETE", f"/v1/namespaces/{self._ns(namespace)}/transcripts/{transcript_id}")  # type: ignore[no-any-return]
+        return self._request("DELETE", f"/v1/namespaces/{self._ns(namespace)}/transcripts/{transcript_id}")
 
     def erase_namespace(self, *, confirm: str, namespace: str | None = None) -> dict[str, Any]:
         """Erase the whole namespace for real (irreversible; an end user leaving). `confirm` must repeat the
         namespace."""
         ns = self._ns(namespace)
-        return self._request("DELETE", f"/v1/namespaces/{ns}", params={"confirm": confirm})  # type: ignore[no-any-return]
+        return self._request("DELETE", f"/v1/namespaces/{ns}", params={"confirm": confirm})
 
     # -- working memory and transcripts ----------------------------------------------------------------------
     def append_working_memory(
@@ -300,10 +301,10 @@ class MemoryClient:
         path = f"/v1/namespaces/{self._ns(namespace)}/sessions/{quote(session_id, safe='')}/turns"
         return bool(self._request("POST", path, json=body)["threshold_fired"])
 
-    def get_working_memory(self, session_id: str, *, namespace: str | None = None) -> list[dict[str, Any]]:
+    def get_working_memory(self, session_id: str, *, namespace: str | None = None) -> builtins.list[dict[str, Any]]:
         """The session's recent turns (within max_turns / max_tokens), oldest first; NotFound once expired."""
         path = f"/v1/namespaces/{self._ns(namespace)}/sessions/{quote(session_id, safe='')}"
-        return self._request("GET", path)["turns"]  # type: ignore[no-any-return]
+        return self._request("GET", path)["turns"]
 
     def archive_to_long_term(self, session_id: str, *, namespace: str | None = None) -> bool:
         """End the session: its remaining turns are handed to distillation. True if any were pending."""
@@ -312,7 +313,7 @@ class MemoryClient:
 
     def publish_transcript(
         self,
-        turns: list[dict[str, Any]],
+        turns: builtins.list[dict[str, Any]],
         *,
         conversation_id: str | None = None,
         occurred_at: str | None = None,
@@ -328,10 +329,10 @@ class MemoryClient:
         ):
             if v is not None:
                 body[k] = v
-        return self._request("POST", f"/v1/namespaces/{self._ns(namespace)}/transcripts", json=body)  # type: ignore[no-any-return]
+        return self._request("POST", f"/v1/namespaces/{self._ns(namespace)}/transcripts", json=body)
 
     def transcript_status(self, transcript_id: uuid.UUID | str, *, namespace: str | None = None) -> dict[str, Any]:
-        return self._request("GET", f"/v1/namespaces/{self._ns(namespace)}/transcripts/{transcript_id}")  # type: ignore[no-any-return]
+        return self._request("GET", f"/v1/namespaces/{self._ns(namespace)}/transcripts/{transcript_id}")
 
 
 __all__ = ["Conflict", "Forbidden", "Hit", "MemoryClient", "Unauthorized"]

@@ -6,6 +6,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
+from types import ModuleType
 
 from pipeline.slots import VOCAB_VERSION, topic_words
 
@@ -14,7 +15,7 @@ _TOKEN = re.compile(r"[\w.+#-]+", re.UNICODE)
 
 
 @lru_cache(maxsize=1)
-def _jieba():  # type: ignore[no-untyped-def]
+def _jieba() -> ModuleType:
     import logging
 
     import jieba

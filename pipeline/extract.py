@@ -788,13 +788,13 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
     ):
         attr = _match_attribute(sentence, ctx.judge)
         suffix = attr.name.rstrip(".*") if attr else "instruction"
-        subject = _detect_subject(sentence, ctx) or USER
-        if subject.is_user:
+        instructed = _detect_subject(sentence, ctx) or USER
+        if instructed.is_user:
             if attr is None or attr.name.endswith(".*"):
                 key, kind = f"user.instruction.{_slug(suffix)}", MemoryKind.preference
             else:
                 key, kind = f"user.{attr.name}", attr.kind
-            _add(ctx, key, kind, sentence, turn, min(0.95, conf + 0.1), subject, lang)
+            _add(ctx, key, kind, sentence, turn, min(0.95, conf + 0.1), instructed, lang)
             return
 
     groups: list[tuple[Subject, lx.Attribute | None, list[str]]] = []
@@ -828,7 +828,7 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         if attr is None and named is not None and not named.is_user and named.name and named != subject and not pronoun:
             attr = IDENTITY  # "my lawyer, Dev Malhotra": who the person is to the user is the fact
         if named is not None and named != subject:
-            carried = pending if subject is None and named.is_user else []
+            carried: list[str] = pending if subject is None and named.is_user else []
             subject = named
             if attr is None:
                 pending = [*carried, clause]

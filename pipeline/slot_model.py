@@ -16,6 +16,7 @@ import hashlib
 import json
 import re
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -191,8 +192,11 @@ class SlotJudge:
             embedder = None  # another model's vectors are not the features the classifier knows
         self._embedder = embedder
         self.classifier = classifier or load_classifier()
-        chosen = self.classifier.meta.get("threshold", FACT_THRESHOLD)
-        self.threshold = float(chosen if threshold is None else threshold)  # type: ignore[arg-type]
+        if threshold is None:
+            chosen = self.classifier.meta.get("threshold", FACT_THRESHOLD)
+            assert isinstance(chosen, int | float), chosen  # the trainer writes it as a number (meta is JSON)
+            threshold = chosen
+        self.threshold = float(threshold)
         self._cache: dict[str, Prediction] = {}
 
     @property
@@ -241,8 +245,8 @@ class SlotJudge:
 
 
 @lru_cache(maxsize=1)
-def _shared_usem(factory: type) -> Embedder:
-    return factory()  # type: ignore[no-any-return]
+def _shared_usem(factory: Callable[[], Embedder]) -> Embedder:
+    return factory()
 
 
 @lru_cache(maxsize=1)

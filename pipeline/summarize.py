@@ -344,11 +344,11 @@ def summarize(transcript: Transcript) -> EpisodeSummary:
     for turn, _ in spoken:
         if turn.role is not Role.assistant or (conclusion is not None and turn is conclusion[0]):
             continue
-        for sentence, quoted in assistant_sentences(turn):
+        for sentence, is_quoted in assistant_sentences(turn):
             score = _specificity(sentence)
             if score >= MIN_ASSISTANT_SPECIFICITY:
                 did.append((score, len(did), turn, sentence))
-                if quoted:
+                if is_quoted:
                     quoted_did.add((turn.turn_id, sentence))
     for turn, sentence in _pick(did, MAX_ASSISTANT_STATEMENTS, set()):
         picked.append(("did", turn, sentence, tag(turn, sentence, (turn.turn_id, sentence) in quoted_did)))

@@ -148,8 +148,19 @@ def resolve_relative_time(text: str, occurred_at: datetime | date) -> str:
     for rules, render in ((_ZH, _zh_text), (_EN, _en_text)):
         for pattern, span in rules:
             if pattern.search(text):
-                text = pattern.sub(lambda m, span=span, render=render: render(span(m, day)), text)  # type: ignore[misc]
+                text = _rewrite(text, pattern, span, render, day)
     return re.sub(r"\s{2,}", " ", text)
+
+
+def _rewrite(
+    text: str,
+    pattern: re.Pattern[str],
+    span: Callable[[re.Match[str], date], Span],
+    render: Callable[[Span], str],
+    day: date,
+) -> str:
+    """`text` with each match of `pattern` replaced by the rendered span it names at `day`."""
+    return pattern.sub(lambda m: render(span(m, day)), text)
 
 
 # -- time named in a question ------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import typer.core
 import typer.main
 import yaml
 from pydantic import BaseModel
@@ -18,7 +19,9 @@ SERVICES: dict[str, Any] = COMPOSE["services"]
 
 
 def _cli_commands() -> dict[str, Any]:
-    return typer.main.get_command(app).commands  # type: ignore[attr-defined,no-any-return]
+    command = typer.main.get_command(app)
+    assert isinstance(command, typer.core.TyperGroup)
+    return dict(command.commands)
 
 
 def _setting_exists(name: str) -> bool:
@@ -106,7 +109,7 @@ def test_beat_health_check_matches_where_beat_writes_its_schedule() -> None:
     assert str(Settings(data_dir=data_dir).beat_schedule_file) in " ".join(SERVICES["beat"]["healthcheck"]["test"])
 
 
-def test_mcp_service_serves_streamable_http_with_auth(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_mcp_service_serves_streamable_http_with_auth(monkeypatch) -> None:
     mcp = SERVICES["mcp"]
     cmd = mcp["command"]
     command = _cli_commands()[cmd[1]]

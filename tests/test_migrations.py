@@ -43,14 +43,14 @@ def test_upgrade_downgrade_upgrade(services) -> None:
 
     eng = sa.create_engine(url)
     with eng.connect() as conn:
-        indexes = dict(
+        indexes: dict[str, str] = dict(
             conn.execute(sa.text("SELECT indexname, indexdef FROM pg_indexes WHERE tablename='memories'")).all()
         )
         assert "USING hnsw" in indexes["ix_memories_embedding_hnsw"]
         assert "halfvec_cosine_ops" in indexes["ix_memories_embedding_hnsw"]
         assert "USING gin (namespace, content_tsv)" in indexes["ix_memories_namespace_tsv"]
         assert "ix_memories_content_tsv" not in indexes
-        episode_indexes = dict(
+        episode_indexes: dict[str, str] = dict(
             conn.execute(sa.text("SELECT indexname, indexdef FROM pg_indexes WHERE tablename='episodes'")).all()
         )
         assert "USING hnsw" in episode_indexes["ix_episodes_embedding_hnsw"]
@@ -91,7 +91,7 @@ def test_episode_text_search_backfills_existing_episodes(services) -> None:
                 "AND content_tsv @@ plainto_tsquery('simple', 'kyoto')"
             )
         ).scalar_one()
-        indexes = dict(
+        indexes: dict[str, str] = dict(
             conn.execute(sa.text("SELECT indexname, indexdef FROM pg_indexes WHERE tablename='episodes'")).all()
         )
     assert found == 1  # the summary segmented by jieba, and its entities
@@ -167,7 +167,7 @@ def test_embeddings_become_halfvec_with_their_values_and_back(services) -> None:
         nearest = conn.execute(
             sa.text("SELECT key FROM memories ORDER BY embedding <=> CAST('[0.5,0.9,0,0,0,0,0,0]' AS halfvec) LIMIT 1")
         ).scalar_one()
-        stored = dict(conn.execute(sa.text("SELECT key, embedding::text FROM memories")).all())
+        stored: dict[str, str] = dict(conn.execute(sa.text("SELECT key, embedding::text FROM memories")).all())
     assert nearest == "user.b"
     for key, vec in values.items():
         got = [float(x) for x in stored[f"user.{key}"].strip("[]").split(",")]

@@ -62,10 +62,11 @@ def test_missing_config_file_is_an_error(monkeypatch: pytest.MonkeyPatch, tmp_pa
 
 
 def test_unknown_model_without_dim_explains_itself() -> None:
-    s = Settings(embedding={"model": "BAAI/bge-small-zh-v1.5"})
+    s = Settings(embedding={"model": "BAAI/bge-small-zh-v1.5"})  # type: ignore[arg-type]  # a dict: pydantic merges it with the env; the plugin types only the model
     with pytest.raises(ValueError, match="HINDSIGHT_EMBEDDING__DIM"):
         _ = s.embedding.vector_dim
-    assert Settings(embedding={"model": "BAAI/bge-small-zh-v1.5", "dim": 512}).embedding.vector_dim == 512
+    sized = {"model": "BAAI/bge-small-zh-v1.5", "dim": 512}
+    assert Settings(embedding=sized).embedding.vector_dim == 512  # type: ignore[arg-type]  # a dict: pydantic merges it with the env; the plugin types only the model
 
 
 def test_no_environment_reads_outside_settings() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from typer.testing import CliRunner
@@ -84,7 +85,7 @@ def _corpus(root: Path) -> Path:
             {"lang": "en", "source": "convai2_dnli", "split": "valid", "dialogue_id": "c-0", "turn": k}
             | {"speaker": "A", "utterance": p, "facts": facts}
         )
-    files = {
+    files: dict[str, list[dict[str, Any]]] = {
         "spc/dialogues.jsonl": dialogues,
         "xpersona_zh/dialogues.jsonl": zh,
         "convai2_dnli/dialogues.jsonl": [{**d, "source": "convai2_dnli"} for d in dialogues[:6]],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import json
 import uuid
 from collections.abc import Sequence
@@ -9,10 +10,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Float, String, and_, case, cast, delete, func, literal, or_, select, text, update
+from sqlalchemy import CursorResult, Float, String, and_, case, cast, delete, func, literal, or_, select, text, update
 from sqlalchemy.dialects.postgresql import array as pg_array
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.orm import Session
+from sqlalchemy.sql import ColumnElement
 
 from hindsight.db.models import (
     AuditRow,
@@ -39,6 +41,13 @@ def try_advisory_xact_lock(session: Session, scope: str, key: str = "") -> bool:
     return bool(row)
 
 
+def _rowcount(result: object) -> int:
+    """How many rows a DML statement touched. `Session.execute` is typed to return `Result`, which has no
+    `rowcount`; for INSERT/UPDATE/DELETE it is a `CursorResult`."""
+    assert isinstance(result, CursorResult)
+    return int(result.rowcount or 0)
+
+
 def _delete_in_namespace(session: Session, model: Any, namespace: str, ids: Sequence[uuid.UUID]) -> int:
     """DELETE the rows of `model` with these ids in the namespace; how many went."""
     if not ids:
@@ -48,7 +57,7 @@ def _delete_in_namespace(session: Session, model: Any, namespace: str, ids: Sequ
         .where(model.namespace == namespace, model.id.in_(list(ids)))
         .execution_options(synchronize_session=False)
     )
-    return int(result.rowcount or 0)  # type: ignore[attr-defined]
+    return _rowcount(result)
 
 
 @dataclass
@@ -201,7 +210,7 @@ class EpisodeRepository:
             ).scalars()
         )
 
-    def lock_mentioning(self, namespace: str, lowered: Sequence[str]) -> list[EpisodeRow]:
+    def lock_mentioning(self, namespace: str, lowered: Sequence[str]) -> builtins.list[EpisodeRow]:
         """Erase support: the namespace's episodes whose summary, entities or search text contain one of
         `lowered` (lower-case)."""
         if not lowered:
@@ -308,7 +317,7 @@ class RoundRepository:
                     RoundRow.turn_ids.has_any(pg_array(sorted(ids))),
                 )
             )
-            gone += int(result.rowcount or 0)  # type: ignore[attr-defined]
+            gone += _rowcount(result)
         return gone
 
     def delete_mentioning(self, namespace: str, lowered: Sequence[str]) -> int:
@@ -322,7 +331,7 @@ class RoundRepository:
                 RoundRow.namespace == namespace, or_(*[func.strpos(text_of, n) > 0 for n in lowered])
             )
         )
-        return int(result.rowcount or 0)  # type: ignore[attr-defined]
+        return _rowcount(result)
 
     def count(self, namespace: str) -> int:
         return int(self.session.execute(select(func.count()).where(RoundRow.namespace == namespace)).scalar_one())
@@ -363,7 +372,7 @@ class MemoryRepository:
         kinds: Sequence[str] | None = None,
         limit: int = 50,
         offset: int = 0,
-    ) -> tuple[list[MemoryRow], int]:
+    ) -> tuple[builtins.list[MemoryRow], int]:
         cond = [MemoryRow.namespace == namespace]
         if states:
             cond.append(MemoryRow.state.in_(states))
@@ -380,8 +389,8 @@ class MemoryRepository:
         return list(rows), int(total)
 
     def candidates_for_reconcile(
-        self, namespace: str, keys: Sequence[str], embeddings: Sequence[list[float]], k: int
-    ) -> list[MemoryRow]:
+        self, namespace: str, keys: Sequence[str], embeddings: Sequence[builtins.list[float]], k: int
+    ) -> builtins.list[MemoryRow]:
         """Memories sharing a key with the new facts, plus the k nearest of each new fact.
 
         The distance is wrapped (`+ 0`) so PostgreSQL scans the namespace exactly instead of using the HNSW
@@ -410,8 +419,8 @@ class MemoryRepository:
         return list(found.values())
 
     def vector_search(
-        self, namespace: str, embedding: list[float], *, states: Sequence[str], limit: int
-    ) -> list[tuple[MemoryRow, float]]:
+        self, namespace: str, embedding: builtins.list[float], *, states: Sequence[str], limit: int
+    ) -> builtins.list[tuple[MemoryRow, float]]:
         dist = MemoryRow.embedding.cosine_distance(embedding) + literal(0.0, Float)
         rows = self.session.execute(
             select(MemoryRow, (1 - dist).label("score"))
@@ -431,10 +440,10 @@ class MemoryRepository:
 
     def ids_for_subject(
         self, namespace: str, *, key_prefix: str | None = None, subject: str | None = None
-    ) -> list[uuid.UUID]:
+    ) -> builtins.list[uuid.UUID]:
         """Every memory (any state) of the namespace whose key starts with `key_prefix` or whose subject is
         `subject`."""
-        cond = []
+        cond: builtins.list[ColumnElement[bool]] = []
         if key_prefix:
             escaped = key_prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
             cond.append(MemoryRow.key.like(escaped + "%", escape="\\"))
@@ -445,12 +454,12 @@ class MemoryRepository:
         stmt = select(MemoryRow.id).where(MemoryRow.namespace == namespace, or_(*cond)).with_for_update()
         return list(self.session.execute(stmt).scalars())
 
-    def ids_in_namespace(self, namespace: str) -> list[uuid.UUID]:
+    def ids_in_namespace(self, namespace: str) -> builtins.list[uuid.UUID]:
         """Every memory of the namespace, any state (erase of a whole namespace)."""
         stmt = select(MemoryRow.id).where(MemoryRow.namespace == namespace).order_by(MemoryRow.id)
         return list(self.session.execute(stmt).scalars())
 
-    def lock_many(self, namespace: str, ids: Sequence[uuid.UUID]) -> list[MemoryRow]:
+    def lock_many(self, namespace: str, ids: Sequence[uuid.UUID]) -> builtins.list[MemoryRow]:
         if not ids:
             return []
         stmt = (
@@ -476,7 +485,7 @@ class MemoryRepository:
         now: datetime,
         limit: int,
         key_windows: dict[str, int] | None = None,
-    ) -> list[tuple[uuid.UUID, str, str]]:
+    ) -> builtins.list[tuple[uuid.UUID, str, str]]:
         """Compare-and-set `from_state` -> `to_state` for unpinned memories older than their window: the
         first of `key_windows` (key attribute → days, from the slot registry) whose attribute ends the key,
         else their kind's window, else `default_days`.
@@ -485,7 +494,9 @@ class MemoryRepository:
         finds it no longer in `from_state` and skips it (SKIP LOCKED + the WHERE on state).
         """
         column = getattr(MemoryRow, clock_column)
-        branches = [(MemoryRow.key.like(f"%.{attr}"), n) for attr, n in (key_windows or {}).items()]
+        branches: builtins.list[tuple[ColumnElement[bool], int]] = [
+            (MemoryRow.key.like(f"%.{attr}"), n) for attr, n in (key_windows or {}).items()
+        ]
         branches += [(MemoryRow.kind == kind, n) for kind, n in windows.items()]
         days = case(*branches, else_=default_days) if branches else literal(default_days)
         due = (
@@ -507,7 +518,7 @@ class MemoryRepository:
         ).all()
         return [(r[0], r[1], r[2]) for r in rows]
 
-    def expire_ttl(self, *, now: datetime, limit: int) -> list[tuple[uuid.UUID, str, str]]:
+    def expire_ttl(self, *, now: datetime, limit: int) -> builtins.list[tuple[uuid.UUID, str, str]]:
         """Archive unpinned memories whose ttl_days ran out since their last verification."""
         due = (
             select(MemoryRow.id)
@@ -582,7 +593,7 @@ class AuditRepository:
                 .values(detail={"erased": True})
                 .execution_options(synchronize_session=False)
             )
-            count += int(result.rowcount or 0)  # type: ignore[attr-defined]
+            count += _rowcount(result)
         if needles:
             # jsonb's text form escapes like JSON (quotes, backslashes, newlines), so look for the escaped form.
             escaped = [json.dumps(n, ensure_ascii=False)[1:-1] for n in needles]
@@ -607,7 +618,7 @@ class AuditRepository:
             .values(detail={"erased": True})
             .execution_options(synchronize_session=False)
         )
-        return int(result.rowcount or 0)  # type: ignore[attr-defined]
+        return _rowcount(result)
 
     def history(self, memory_id: uuid.UUID) -> list[AuditRow]:
         return list(
@@ -655,7 +666,7 @@ class ProvenanceRepository:
             .where(ProvenanceRow.transcript_id == transcript_id)
             .execution_options(synchronize_session=False)
         )
-        return int(result.rowcount or 0)  # type: ignore[attr-defined]
+        return _rowcount(result)
 
 
 @dataclass

@@ -43,7 +43,7 @@ import numpy as np
 
 from pipeline.slot_model import FACT_THRESHOLD, HASH_DIM, MODEL_PATH, NONE, canonical_clause, features
 from pipeline.slots import BY_NAME
-from pipeline.text import split_clauses, split_sentences
+from pipeline.text import Lang, split_clauses, split_sentences
 
 DATA_DIR = Path(__file__).with_name("data")
 _FIRST_PERSON_RE = re.compile(r"\b(?:i|i'm|im|i've|i'd|i'll|my|me|mine|myself)\b|我|俺", re.I)
@@ -155,7 +155,7 @@ def clauses_of(utterance: str) -> list[str]:
 @dataclass
 class Dialogue:
     dialogue_id: str
-    lang: str
+    lang: Lang
     source: str
     split: str
     persona: list[PersonaFact]
@@ -206,8 +206,14 @@ def load_clause_labels(lang: str) -> list[Example]:
     passing states, plans said in the first person) beside facts, each in the split of its dialogue's persona."""
     path = DATA_DIR / f"dialogue_clauses_{lang}.jsonl"
     return [
-        Example(r["text"], lang, r["slot"] or NONE, f"{r['corpus']}.clauses", r["split"],
-                tuple(a for a in r.get("also") or () if a in BY_NAME))  # fmt: skip
+        Example(
+            r["text"],
+            lang,
+            r["slot"] or NONE,
+            f"{r['corpus']}.clauses",
+            r["split"],
+            tuple(a for a in r.get("also") or () if a in BY_NAME),
+        )
         for r in (_rows(path) if path.is_file() else ())
         if r["slot"] is None or r["slot"] in BY_NAME
     ]
@@ -301,8 +307,8 @@ def build(train_dir: Path, embedder: Any) -> tuple[list[Example], dict[str, list
                 val[f"{tag}.dialogue"].append(ex)
             elif _norm(clause) not in val_personas:  # a validation persona's sentence, said in another dialogue
                 train.append(ex)
-    for p in protos:
-        (val[f"{p.lang}.prototypes"].append(p) if p.split == "val" else train.append(p))
+    for proto in protos:
+        (val[f"{proto.lang}.prototypes"].append(proto) if proto.split == "val" else train.append(proto))
     for h in hand:
         if h.split == "val":
             val[f"{h.lang}.clauses_by_hand"].append(h)

@@ -150,8 +150,8 @@ def evaluate(train_dir: Path, judge: SlotJudge, *, limit: int = 120) -> dict[str
                 fv = np.asarray(embed([f.value for f in facts]))
                 for f, v in zip(facts, fv, strict=True):
                     sims = pv3 @ v
-                    slots = _slots_of(f)
-                    same = any(slots & p.accepted and _objects(p.text) & _objects(f.value) for p in persona)
+                    f_slots = _slots_of(f)
+                    same = any(f_slots & p.accepted and _objects(p.text) & _objects(f.value) for p in persona)
                     tally.memories += 1
                     tally.value_tokens.append(count_tokens(f.value))
                     tally.precise += bool(sims.max() >= MATCH_COS or same)

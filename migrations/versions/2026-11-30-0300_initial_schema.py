@@ -6,6 +6,7 @@ Create Date: 2026-11-30 03:00
 """
 
 from collections.abc import Sequence
+from datetime import datetime
 
 import sqlalchemy as sa
 from alembic import op
@@ -20,7 +21,8 @@ depends_on: str | Sequence[str] | None = None
 
 def _dim() -> int:
     # The vector dimension is the configured embedding model's, fixed when this revision first runs.
-    dim = op.get_context().config.attributes.get("embedding_dim") if op.get_context().config else None
+    config = op.get_context().config
+    dim = config.attributes.get("embedding_dim") if config else None
     if dim is None:
         from hindsight.config import get_settings
 
@@ -28,7 +30,7 @@ def _dim() -> int:
     return int(dim)
 
 
-def _ts(name: str, *, nullable: bool = False, default: bool = False) -> sa.Column:
+def _ts(name: str, *, nullable: bool = False, default: bool = False) -> sa.Column[datetime]:
     return sa.Column(
         name,
         sa.DateTime(timezone=True),

@@ -12,6 +12,7 @@ Create Date: 2026-12-01 11:00
 """
 
 from collections.abc import Sequence
+from typing import Any
 
 from alembic import op
 
@@ -32,7 +33,7 @@ def downgrade() -> None:
     from hindsight.textsearch import search_text
     from migrations.batches import rewrite_column
 
-    def plain(r):  # type: ignore[no-untyped-def]  # the search text before topic words
+    def plain(r: Any) -> str:  # the search text before topic words (r: a row of rewrite_column's query)
         return search_text(f"{r.key.replace('.', ' ').replace('_', ' ')} {r.value}")
 
     rewrite_column(op.get_bind(), "memories", "key, value", "search_text", plain)

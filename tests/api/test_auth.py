@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import httpx
 import pytest
@@ -12,9 +13,9 @@ from hindsight.config import AuthSettings, Settings
 from tests.api.conftest import DIGEST_TOKEN, AuthApi
 
 
-def _settings(**kw: object) -> Settings:
+def _settings(**kw: Any) -> Settings:
     auth = kw.pop("auth", AuthSettings())
-    return Settings(auth=auth, **kw)  # type: ignore[arg-type]
+    return Settings(auth=auth, **kw)
 
 
 class TestAuthenticator:
@@ -79,7 +80,7 @@ class TestAuthenticator:
         assert Authenticator.from_settings(s).authenticate("secret").allows("team-a:x")
 
 
-def _write(client: httpx.Client, ns: str, key: str, value: str) -> dict:
+def _write(client: httpx.Client, ns: str, key: str, value: str) -> dict[str, Any]:
     r = client.post(f"/v1/namespaces/{ns}/memories", json={"key": key, "value": value})
     assert r.status_code == 201, r.text
     return r.json()["memory"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx
 import sqlalchemy as sa
@@ -12,13 +13,13 @@ import sqlalchemy as sa
 from tests.factories import create_memory
 
 
-def _mem(client: httpx.Client, ns: str, mid: str) -> dict:
+def _mem(client: httpx.Client, ns: str, mid: str) -> dict[str, Any]:
     r = client.get(f"/v1/namespaces/{ns}/memories/{mid}")
     assert r.status_code == 200, r.text
     return r.json()
 
 
-def _all(client: httpx.Client, ns: str) -> list[dict]:
+def _all(client: httpx.Client, ns: str) -> list[dict[str, Any]]:
     states = ["active", "stale", "archived", "quarantined", "forgotten"]
     return client.get(f"/v1/namespaces/{ns}/memories", params={"state": states}).json()["items"]
 
@@ -83,7 +84,7 @@ def test_forget_is_soft_audited_and_undoable(alpha: httpx.Client, alpha_ns: str)
     base = f"/v1/namespaces/{alpha_ns}"
     m = alpha.post(f"{base}/memories", json={"key": "user.editor", "value": "User writes code in Helix editor"}).json()
     mid = m["memory"]["id"]
-    q = {"q": "Helix editor", "min_score": 0}
+    q: dict[str, str | int] = {"q": "Helix editor", "min_score": 0}
     assert [h["memory"]["id"] for h in alpha.get(f"{base}/search", params=q).json()["hits"]] == [mid]
 
     r = alpha.post(f"{base}/memories/{mid}/forget", json={"reason": "user said it is wrong"})
@@ -140,14 +141,14 @@ def test_bad_input_gets_clear_errors_and_changes_nothing(alpha: httpx.Client, al
         "id"
     ]
 
-    def snapshot() -> list:
+    def snapshot() -> list[tuple[Any, ...]]:
         with engine.connect() as conn:
             mem = conn.execute(sa.text("SELECT * FROM memories WHERE namespace=:n ORDER BY id"), {"n": alpha_ns}).all()
             aud = conn.execute(sa.text("SELECT count(*) FROM memory_audit WHERE namespace=:n"), {"n": alpha_ns}).all()
         return [tuple(r) for r in mem] + [tuple(r) for r in aud]
 
     before = snapshot()
-    cases = [
+    cases: list[tuple[str, str, dict[str, Any], int]] = [
         ("GET", f"{base}/search", {"params": {"q": ""}}, 422),
         ("GET", f"{base}/search", {"params": {"q": "   "}}, 422),
         ("GET", f"{base}/search", {"params": {"q": "x" * 2001}}, 422),

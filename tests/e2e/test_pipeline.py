@@ -345,7 +345,8 @@ def test_episode_search_finds_the_conversation_by_what_was_said_in_passing(stack
     ).json()["hits"]
     assert zh[0]["episode"]["transcript_id"] == cake
 
-    for params in ({"q": ""}, {"q": "x", "top_k": 0}, {"q": "x" * 3000}):
+    bad_params: list[dict[str, str | int]] = [{"q": ""}, {"q": "x", "top_k": 0}, {"q": "x" * 3000}]
+    for params in bad_params:
         bad = httpx.get(f"{stack.api_url}/v1/namespaces/{namespace}/episodes/search", params=params, timeout=10)
         assert bad.status_code == 422, (params, bad.status_code)
 

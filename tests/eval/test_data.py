@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,7 +25,7 @@ def _write(tmp_path: Path, lines: list[str], name: str = "cases.jsonl") -> Path:
     return p
 
 
-def _bad(tmp_path: Path, obj: dict, line: int = 3) -> str:  # type: ignore[type-arg]
+def _bad(tmp_path: Path, obj: dict[str, Any], line: int = 3) -> str:
     lines = [json.dumps(GOOD), ""] + [json.dumps(obj)]
     path = _write(tmp_path, lines)
     with pytest.raises(DataError) as err:

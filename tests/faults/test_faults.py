@@ -333,11 +333,10 @@ def test_two_beats_run_the_lifecycle_together(
     fault_services: FaultServices, fault_engine: sa.Engine, fault_stack: FaultStack
 ) -> None:
     t0 = time.monotonic()
-    lifecycle_env = {  # read by the worker, which runs the job beat sends
-        "HINDSIGHT_LIFECYCLE__DEFAULT_ARCHIVE_AFTER_DAYS": "0",
-        "HINDSIGHT_LIFECYCLE__BATCH_SIZE": "7",
-    }
-    fault_stack.start_worker(**lifecycle_env)
+    fault_stack.start_worker(  # read by the worker, which runs the job beat sends
+        HINDSIGHT_LIFECYCLE__DEFAULT_ARCHIVE_AFTER_DAYS="0",
+        HINDSIGHT_LIFECYCLE__BATCH_SIZE="7",
+    )
     prefix = new_prefix()
     Publisher(fault_services, fault_engine).publish(canary_events(prefix, N))
     c = wait_quiescent(fault_engine, prefix, N, 300, fault_stack.live())

@@ -18,6 +18,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp_types import TextContent, TextResourceContents
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 from tests.conftest import REPO, Services
@@ -49,6 +50,12 @@ def _stdio(services: Services, namespace: str) -> StdioServerParameters:
 def _http(server: McpHttp, token: str | None) -> Any:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     return streamable_http_client(server.url, http_client=httpx2.AsyncClient(headers=headers, timeout=60))
+
+
+def _text(content: object) -> str:
+    """The text of a tool result's or a resource's content (the SDK types it as a union of kinds)."""
+    assert isinstance(content, TextContent | TextResourceContents), content
+    return content.text
 
 
 def _data(result: Any) -> Any:
@@ -123,6 +130,7 @@ async def exercise(client: Client, namespace: str | None, engine: sa.Engine, ns:
     tools = {t.name: t for t in (await client.list_tools()).tools}
     assert set(tools) == TOOLS
     for t in tools.values():
+        assert t.description is not None, t.name
         assert "DO NOT" in t.description, f"{t.name} must say when not to use it"
         assert "USE" in t.description or "Store" in t.description
     templates = (await client.list_resource_templates()).resource_templates
@@ -171,7 +179,7 @@ async def exercise(client: Client, namespace: str | None, engine: sa.Engine, ns:
     v = _data(await client.call_tool("memory_verify", {"memory_id": mid, **extra}))
     assert v["confidence"] > w["memory"]["confidence"]
     res = await client.read_resource(f"memory://{ns}/{mid}")
-    detail = json.loads(res.contents[0].text)
+    detail = json.loads(_text(res.contents[0]))
     assert [h["action"] for h in detail["history"]] == ["created", "refreshed", "verified"]
     assert all(h["actor"].startswith("mcp/") for h in detail["history"])
 
@@ -266,12 +274,12 @@ def test_http_needs_a_token_and_namespaces_stay_isolated(
             ):
                 result = await beta.call_tool(name, args)
                 assert result.is_error, name
-                assert "Momo" not in result.content[0].text
+                assert "Momo" not in _text(result.content[0])
             # Alpha's id through beta's own namespace: not found, like any unknown id.
             for name in ("memory_forget", "memory_verify"):
                 result = await beta.call_tool(name, {"memory_id": mid, "namespace": beta_ns})
                 assert result.is_error
-                assert "NotFound" in result.content[0].text
+                assert "NotFound" in _text(result.content[0])
             hits = _data(await beta.call_tool("memory_search", {"query": "cat named Momo", "namespace": beta_ns}))
             assert hits["hits"] == []
             with pytest.raises(MCPError) as refused:
@@ -283,7 +291,7 @@ def test_http_needs_a_token_and_namespaces_stay_isolated(
 
 
 def test_stdio_writes_nothing_but_protocol_to_stdout(services: Services, alpha_ns: str) -> None:
-    messages = [
+    messages: list[dict[str, Any]] = [
         {
             "jsonrpc": "2.0",
             "id": 1,
@@ -353,7 +361,7 @@ def test_the_erase_tools_need_the_namespace_repeated_and_erase_for_real(
         async with Client(_stdio(services, alpha_ns), read_timeout_seconds=120) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
             for name in ("memory_erase_transcript", "namespace_erase"):
-                assert "CANNOT BE UNDONE" in tools[name].description
+                assert "CANNOT BE UNDONE" in (tools[name].description or "")
             wrong = await client.call_tool("memory_erase_transcript", {"transcript_id": str(tid), "confirm": "x"})
             assert wrong.is_error
             assert (await client.call_tool("namespace_erase", {})).is_error  # confirm is required

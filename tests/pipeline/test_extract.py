@@ -2,7 +2,7 @@ import uuid
 from datetime import UTC, datetime
 
 from pipeline.extract import extract_facts
-from schemas.pipeline import CandidateFact, MemoryKind, MemoryState, Source, Transcript, Turn
+from schemas.pipeline import CandidateFact, MemoryKind, MemoryState, Role, Source, Transcript, Turn
 
 
 def _transcript(*turns: tuple[str, str] | tuple[str, str, str]) -> Transcript:
@@ -12,7 +12,7 @@ def _transcript(*turns: tuple[str, str] | tuple[str, str, str]) -> Transcript:
         conversation_id="c",
         occurred_at=datetime.now(UTC),
         turns=[
-            Turn(index=i, turn_id=f"t{i}", role=t[0], content=t[1], name=t[2] if len(t) > 2 else None)
+            Turn(index=i, turn_id=f"t{i}", role=Role(t[0]), content=t[1], name=t[2] if len(t) > 2 else None)
             for i, t in enumerate(turns)
         ],
     )
@@ -163,7 +163,7 @@ def test_standing_instruction_kept_one_off_request_dropped() -> None:
     assert not _find(facts, "paragraph")
 
 
-def _facts_of(text: str) -> list:  # type: ignore[type-arg]
+def _facts_of(text: str) -> list[CandidateFact]:
     import uuid as _uuid
     from datetime import UTC as _UTC
     from datetime import datetime as _dt
@@ -177,7 +177,7 @@ def _facts_of(text: str) -> list:  # type: ignore[type-arg]
         namespace="ns",
         conversation_id="c",
         occurred_at=_dt.now(_UTC),
-        turns=[_Turn(index=0, turn_id="0", role="user", content=text)],
+        turns=[_Turn(index=0, turn_id="0", role=Role.user, content=text)],
     )
     return _extract(t)
 
@@ -711,9 +711,11 @@ def test_we_is_the_users_team_at_work_and_the_user_at_home() -> None:
     # A household's move is the user's move: no team moved to Lyon.
     [moved] = _find(extract_facts(_transcript(("user", "We moved to Lyon in 2019."))), "Lyon")
     assert moved.key == "user.city"
-    assert "team" not in moved.value and moved.value.startswith("User moved")
+    assert "team" not in moved.value
+    assert moved.value.startswith("User moved")
     [zh] = _find(extract_facts(_transcript(("user", "我们前年搬到了苏州。"))), "苏州")
-    assert "团队" not in zh.value and zh.value.startswith("用户")
+    assert "团队" not in zh.value
+    assert zh.value.startswith("用户")
 
 
 def test_my_relation_and_i_is_the_user() -> None:
@@ -729,7 +731,8 @@ def test_a_labelled_line_says_what_its_value_is_of() -> None:
     assert stack.key == "user.stack"
     assert stack.value == "The user's stack is SvelteKit + Cloudflare Workers"
     [db] = _find(extract_facts(_transcript(("user", "数据库：MariaDB 11"))), "MariaDB")
-    assert db.key == "user.database" and db.value.startswith("用户的数据库是")
+    assert db.key == "user.database"
+    assert db.value.startswith("用户的数据库是")
     # A lead-in is not a label: the speaker's own statement after it is kept as said.
     [city] = _find(extract_facts(_transcript(("user", "Quick update: I moved to Bristol."))), "Bristol")
     assert city.value == "User moved to Bristol"

@@ -30,7 +30,7 @@ def fact(key: str, value: str, angle: float, **kw: object) -> EmbeddedFact:
         "turn_ids": ["1"],
     }
     data.update(kw)
-    return EmbeddedFact(fact=CandidateFact(**data), embedding=vec(angle))  # type: ignore[arg-type]
+    return EmbeddedFact(fact=CandidateFact.model_validate(data), embedding=vec(angle))
 
 
 def mem(key: str, value: str, angle: float, **kw: object) -> ExistingMemory:
@@ -45,7 +45,7 @@ def mem(key: str, value: str, angle: float, **kw: object) -> ExistingMemory:
         "embedding": vec(angle),
     }
     data.update(kw)
-    return ExistingMemory(**data)  # type: ignore[arg-type]
+    return ExistingMemory.model_validate(data)
 
 
 def test_paraphrase_same_key_refreshes() -> None:

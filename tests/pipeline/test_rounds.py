@@ -6,7 +6,7 @@ import uuid
 from datetime import UTC, datetime
 
 from pipeline.rounds import MAX_ROUNDS, REPLY_CHARS, split_rounds
-from schemas.pipeline import Transcript, Turn
+from schemas.pipeline import Role, Transcript, Turn
 
 
 def _transcript(*turns: tuple[str, str] | tuple[str, str, str]) -> Transcript:
@@ -16,7 +16,7 @@ def _transcript(*turns: tuple[str, str] | tuple[str, str, str]) -> Transcript:
         conversation_id="c",
         occurred_at=datetime(2026, 5, 1, tzinfo=UTC),
         turns=[
-            Turn(index=i, turn_id=f"t{i}", role=t[0], content=t[1], name=t[2] if len(t) > 2 else None)  # type: ignore[misc]
+            Turn(index=i, turn_id=f"t{i}", role=Role(t[0]), content=t[1], name=t[2] if len(t) > 2 else None)
             for i, t in enumerate(turns)
         ],
     )

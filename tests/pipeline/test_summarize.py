@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 from pipeline.base import LanguageBackend
 from pipeline.offline import OfflineDistiller
 from pipeline.summarize import MAX_SUMMARY_CHARS, summarize
-from schemas.pipeline import Transcript, Turn
+from schemas.pipeline import Role, Transcript, Turn
 
 
 def _transcript(turns: list[tuple[str, str]], names: list[str | None] | None = None) -> Transcript:
@@ -16,7 +16,7 @@ def _transcript(turns: list[tuple[str, str]], names: list[str | None] | None = N
         conversation_id="c",
         occurred_at=datetime.now(UTC),
         turns=[
-            Turn(index=i, turn_id=f"d{i}", role=r, content=c, name="web_fetch" if r == "tool" else n)
+            Turn(index=i, turn_id=f"d{i}", role=Role(r), content=c, name="web_fetch" if r == "tool" else n)
             for i, ((r, c), n) in enumerate(zip(turns, names, strict=True))
         ],
     )

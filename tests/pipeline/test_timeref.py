@@ -10,7 +10,7 @@ import pytest
 
 from pipeline.extract import extract_facts
 from pipeline.timeref import Span, resolve_relative_time, time_window
-from schemas.pipeline import Transcript, Turn
+from schemas.pipeline import Role, Transcript, Turn
 
 AT = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)  # a Tuesday
 
@@ -46,7 +46,9 @@ def test_a_memory_value_holds_no_relative_time() -> None:
         namespace="t",
         conversation_id="c",
         occurred_at=AT,
-        turns=[Turn(index=0, turn_id="t0", role="user", content="我们团队上个月把数据库从 MySQL 换成了 PostgreSQL。")],
+        turns=[
+            Turn(index=0, turn_id="t0", role=Role.user, content="我们团队上个月把数据库从 MySQL 换成了 PostgreSQL。")
+        ],
     )
     values = [f.value for f in extract_facts(transcript)]
     assert any("PostgreSQL" in v for v in values)

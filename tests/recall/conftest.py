@@ -51,7 +51,7 @@ def _fresh_plan_caches() -> None:
 
 
 @pytest.fixture
-def add_memory(engine: sa.Engine, namespace: str, embedder):  # type: ignore[no-untyped-def]
+def add_memory(engine: sa.Engine, namespace: str, embedder):
     """add_memory(value, key=..., days_ago=..., **columns) -> id, into `namespace` unless one is given."""
 
     def add(value: str, *, days_ago: float = 0.0, ns: str | None = None, **overrides: Any) -> uuid.UUID:
@@ -89,7 +89,7 @@ def add_memory(engine: sa.Engine, namespace: str, embedder):  # type: ignore[no-
 
 
 @pytest.fixture
-def session_factory(engine: sa.Engine):  # type: ignore[no-untyped-def]
+def session_factory(engine: sa.Engine):
     @contextmanager
     def make() -> Iterator[Session]:
         with Session(engine) as s, s.begin():

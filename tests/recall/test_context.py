@@ -40,7 +40,7 @@ MODELS = ["gpt-4o-mini", "gpt-4", "openai/gpt-4.1", "claude-3-5-sonnet", "qwen2.
 
 
 @pytest.fixture
-def hits(add_memory, session_factory, namespace, embedder):  # type: ignore[no-untyped-def]
+def hits(add_memory, session_factory, namespace, embedder):
     for value, days, confidence in MEMORIES:
         add_memory(value, days_ago=days, confidence=confidence)
     with session_factory() as s:
@@ -59,7 +59,7 @@ def hits(add_memory, session_factory, namespace, embedder):  # type: ignore[no-u
 
 
 @pytest.mark.parametrize("model", MODELS)
-def test_block_never_exceeds_its_budget(hits, model) -> None:  # type: ignore[no-untyped-def]
+def test_block_never_exceeds_its_budget(hits, model) -> None:
     shown = []
     for budget in (MIN_BUDGET_TOKENS, 80, 100, 128, 160, 200, 256, 320, 400, 600, 1000, 4000):
         block = render_context(hits, budget_tokens=budget, model=model)
@@ -73,7 +73,7 @@ def test_block_never_exceeds_its_budget(hits, model) -> None:  # type: ignore[no
     assert shown[-1] == len(hits)
 
 
-def test_freshest_and_most_trusted_first_with_age_and_confidence(hits) -> None:  # type: ignore[no-untyped-def]
+def test_freshest_and_most_trusted_first_with_age_and_confidence(hits) -> None:
     block = render_context(hits, budget_tokens=4000, model="gpt-4o-mini")
     lines = [line for line in block.text.splitlines() if line.startswith("- ")]
     assert len(lines) == len(MEMORIES)
@@ -95,7 +95,7 @@ def test_freshest_and_most_trusted_first_with_age_and_confidence(hits) -> None: 
 
 
 @pytest.mark.parametrize("budget", [100, 120, 160, 220])
-def test_a_small_budget_keeps_the_best_and_leaves_out_only_what_does_not_fit(hits, budget) -> None:  # type: ignore[no-untyped-def]
+def test_a_small_budget_keeps_the_best_and_leaves_out_only_what_does_not_fit(hits, budget) -> None:
     model = "gpt-4o-mini"
     block = render_context(hits, budget_tokens=budget, model=model)
     assert hits[0].memory.id in block.memory_ids
@@ -134,7 +134,7 @@ def test_token_counts_match_openai_encodings() -> None:
         {"budget_tokens": 200, "model": ""},
     ],
 )
-def test_bad_budget_or_model_raises_invalid_input(kwargs) -> None:  # type: ignore[no-untyped-def]
+def test_bad_budget_or_model_raises_invalid_input(kwargs) -> None:
     with pytest.raises(InvalidInput):
         render_context([], **kwargs)
 
@@ -162,7 +162,7 @@ EPISODES = [
 
 
 @pytest.mark.parametrize("model", ["gpt-4o-mini", "claude-3-5-sonnet"])
-def test_episodes_follow_the_memories_within_the_budget(hits, model) -> None:  # type: ignore[no-untyped-def]
+def test_episodes_follow_the_memories_within_the_budget(hits, model) -> None:
     episodes = [_episode(text, days, 0.9 - i * 0.1) for i, (text, days) in enumerate(EPISODES)]
     shown = []
     for budget in (MIN_BUDGET_TOKENS, 100, 160, 256, 400, 600, 1000, 4000):

@@ -35,7 +35,7 @@ SUMMARIES = [
 
 
 @pytest.fixture
-def episodes(engine: sa.Engine, namespace: str, embedder) -> list[uuid.UUID]:  # type: ignore[no-untyped-def]
+def episodes(engine: sa.Engine, namespace: str, embedder) -> list[uuid.UUID]:
     """The summaries as episodes of `namespace`, plus as many of another namespace (the table is shared)."""
     ids = []
     now = datetime.now(UTC)
@@ -80,7 +80,7 @@ def episodes(engine: sa.Engine, namespace: str, embedder) -> list[uuid.UUID]:  #
 
 
 @pytest.mark.parametrize("exact_max", [10_000, 0], ids=["exact-scan", "hnsw"])
-def test_the_nearest_episodes_whatever_the_plan(session_factory, namespace, embedder, episodes, exact_max) -> None:  # type: ignore[no-untyped-def]
+def test_the_nearest_episodes_whatever_the_plan(session_factory, namespace, embedder, episodes, exact_max) -> None:
     settings = RetrievalSettings(episode_exact_scan_max_rows=exact_max)
     clear_caches()
     with session_factory() as s:
@@ -97,7 +97,7 @@ def test_the_nearest_episodes_whatever_the_plan(session_factory, namespace, embe
     assert result.hits[0].age_days == pytest.approx(0, abs=0.01)
 
 
-def test_episode_sizes_and_the_index(session_factory, namespace, episodes) -> None:  # type: ignore[no-untyped-def]
+def test_episode_sizes_and_the_index(session_factory, namespace, episodes) -> None:
     with session_factory() as s:
         repo = RecallRepository(s)
         ns_rows, total = repo.episode_sizes(namespace)
@@ -111,7 +111,7 @@ def test_episode_sizes_and_the_index(session_factory, namespace, episodes) -> No
     assert any("USING hnsw" in d and "halfvec_cosine_ops" in d for d in indexes)
 
 
-def test_bad_episode_queries_raise_invalid_input(session_factory, namespace, embedder) -> None:  # type: ignore[no-untyped-def]
+def test_bad_episode_queries_raise_invalid_input(session_factory, namespace, embedder) -> None:
     with session_factory() as s:
         for query, top_k in (("", None), ("   ", None), ("x" * 2001, None), ("x", 0), ("x", 101)):
             with pytest.raises(InvalidInput):
@@ -122,7 +122,7 @@ def test_bad_episode_queries_raise_invalid_input(session_factory, namespace, emb
 @pytest.mark.parametrize(
     ("query", "older", "upgraded"), [("数据库升级了吗", 6, 7), ("Did we upgrade the database?", 8, 9)], ids=["zh", "en"]
 )
-def test_a_shared_word_decides_between_episodes_of_one_topic(  # type: ignore[no-untyped-def]
+def test_a_shared_word_decides_between_episodes_of_one_topic(
     session_factory, namespace, embedder, episodes, exact_max, query, older, upgraded
 ) -> None:
     settings = RetrievalSettings(episode_exact_scan_max_rows=exact_max)
@@ -144,7 +144,7 @@ def test_a_shared_word_decides_between_episodes_of_one_topic(  # type: ignore[no
     assert {h.episode.id for h in result.hits} <= set(episodes)
 
 
-def test_erased_episodes_are_never_found(engine, session_factory, namespace, embedder, episodes) -> None:  # type: ignore[no-untyped-def]
+def test_erased_episodes_are_never_found(engine, session_factory, namespace, embedder, episodes) -> None:
     with engine.begin() as conn:
         conn.execute(
             sa.update(EpisodeRow)

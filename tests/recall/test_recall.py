@@ -32,11 +32,11 @@ MEMORIES = [
 
 
 @pytest.fixture
-def seeded(add_memory) -> dict[str, uuid.UUID]:  # type: ignore[no-untyped-def]
+def seeded(add_memory) -> dict[str, uuid.UUID]:
     return {value: add_memory(value) for value in MEMORIES}
 
 
-def _recall(session_factory, namespace, query, embedder, settings=None, **kw):  # type: ignore[no-untyped-def]
+def _recall(session_factory, namespace, query, embedder, settings=None, **kw):
     with session_factory() as s:
         return recall(s, namespace, query, embedder=embedder, settings=settings or RetrievalSettings(), **kw)
 
@@ -56,7 +56,7 @@ def _recall(session_factory, namespace, query, embedder, settings=None, **kw):  
         ("孩子多大了", {"用户的女儿叫小雨，今年五岁"}),
     ],
 )
-def test_ranks_chinese_and_english_as_a_user_expects(  # type: ignore[no-untyped-def]
+def test_ranks_chinese_and_english_as_a_user_expects(
     seeded, session_factory, namespace, embedder, query, expected
 ) -> None:
     result = _recall(session_factory, namespace, query, embedder)
@@ -66,11 +66,11 @@ def test_ranks_chinese_and_english_as_a_user_expects(  # type: ignore[no-untyped
     assert [h.score for h in result.hits] == sorted((h.score for h in result.hits), reverse=True)
 
 
-def test_unrelated_query_returns_nothing_at_the_default_threshold(seeded, session_factory, namespace, embedder):  # type: ignore[no-untyped-def]
+def test_unrelated_query_returns_nothing_at_the_default_threshold(seeded, session_factory, namespace, embedder):
     assert _recall(session_factory, namespace, "quantum chromodynamics lecture slides", embedder).hits == []
 
 
-def test_a_hit_carries_its_score_parts_and_metadata(seeded, session_factory, namespace, embedder) -> None:  # type: ignore[no-untyped-def]
+def test_a_hit_carries_its_score_parts_and_metadata(seeded, session_factory, namespace, embedder) -> None:
     hit = _recall(session_factory, namespace, "数据库", embedder).hits[0]
     assert hit.memory.id == seeded["我们的数据库是PostgreSQL 15"]
     assert hit.parts.keyword == 1.0
@@ -84,7 +84,7 @@ def test_a_hit_carries_its_score_parts_and_metadata(seeded, session_factory, nam
     assert hit.content == "我们的数据库是PostgreSQL 15"
 
 
-def test_keyword_only_hit_a_rare_identifier(add_memory, seeded, session_factory, namespace, embedder) -> None:  # type: ignore[no-untyped-def]
+def test_keyword_only_hit_a_rare_identifier(add_memory, seeded, session_factory, namespace, embedder) -> None:
     notes = "Deploy notes: rotate the staging certificates before the quarterly audit, reference QZ-88417"
     target = add_memory(notes)
     settings = RetrievalSettings()
@@ -96,7 +96,7 @@ def test_keyword_only_hit_a_rare_identifier(add_memory, seeded, session_factory,
     assert settings.vector_weight * parts.vector + settings.recency_weight * parts.recency < settings.score_threshold
 
 
-def test_vector_only_hit_shares_no_word(seeded, session_factory, namespace, embedder) -> None:  # type: ignore[no-untyped-def]
+def test_vector_only_hit_shares_no_word(seeded, session_factory, namespace, embedder) -> None:
     for query, value in [
         ("who is the boss?", "User's manager is called Priya"),
         ("用户住在哪里", "User lives in Berlin with two cats"),  # across languages
@@ -117,7 +117,7 @@ def test_vector_only_hit_shares_no_word(seeded, session_factory, namespace, embe
 )
 def test_a_question_finds_a_memory_by_its_key_topic(
     add_memory, seeded, session_factory, namespace, embedder, query, key, value
-):  # type: ignore[no-untyped-def]
+):
     target = add_memory(value, key=key)
     found = {h.memory.id: h for h in _recall(session_factory, namespace, query, embedder, top_k=20, min_score=0.0).hits}
     # The question names neither the key nor anything in the value: the key's topic words match it.
@@ -138,7 +138,7 @@ def test_key_topic_words() -> None:
     assert "format" in text.split()
 
 
-def test_recency_orders_equal_memories_and_pinning_skips_decay(add_memory, session_factory, namespace, embedder):  # type: ignore[no-untyped-def]
+def test_recency_orders_equal_memories_and_pinning_skips_decay(add_memory, session_factory, namespace, embedder):
     old = add_memory("User prefers jasmine tea", days_ago=30)
     new = add_memory("User prefers jasmine tea", days_ago=2)
     hits = _recall(session_factory, namespace, "jasmine tea", embedder, min_score=0.0).hits
@@ -153,7 +153,7 @@ def test_recency_orders_equal_memories_and_pinning_skips_decay(add_memory, sessi
     assert hits[0].parts.recency == 1.0
 
 
-def test_decay_factor_is_configurable(add_memory, session_factory, namespace, embedder) -> None:  # type: ignore[no-untyped-def]
+def test_decay_factor_is_configurable(add_memory, session_factory, namespace, embedder) -> None:
     trusted_old = add_memory("User prefers oolong tea", days_ago=30, confidence=0.95)
     doubtful_new = add_memory("User prefers oolong tea", days_ago=1, confidence=0.7)
     default = _recall(session_factory, namespace, "oolong tea", embedder, min_score=0.0).hits
@@ -164,7 +164,7 @@ def test_decay_factor_is_configurable(add_memory, session_factory, namespace, em
     assert hits[1].parts.recency == 1.0
 
 
-def test_stale_ranks_below_active(add_memory, session_factory, namespace, embedder) -> None:  # type: ignore[no-untyped-def]
+def test_stale_ranks_below_active(add_memory, session_factory, namespace, embedder) -> None:
     stale = add_memory("User's favourite editor is Helix", state="stale")
     active = add_memory("User's favourite editor is Helix")
     hits = _recall(session_factory, namespace, "which editor does the user like?", embedder, min_score=0.0).hits
@@ -173,7 +173,7 @@ def test_stale_ranks_below_active(add_memory, session_factory, namespace, embedd
     assert hits[1].score < hits[0].score
 
 
-def test_archived_and_quarantined_only_when_asked(add_memory, session_factory, namespace, embedder) -> None:  # type: ignore[no-untyped-def]
+def test_archived_and_quarantined_only_when_asked(add_memory, session_factory, namespace, embedder) -> None:
     archived = add_memory("User's build tool is Bazel 7", state="archived")
     quarantined = add_memory("User's build tool is Bazel 7 (from a web page)", state="quarantined", confidence=0.1)
     default = _recall(session_factory, namespace, "Bazel", embedder, min_score=0.0)
@@ -187,7 +187,7 @@ def test_archived_and_quarantined_only_when_asked(add_memory, session_factory, n
     assert {h.memory.state for h in both.hits} == {"archived", "quarantined"}
 
 
-def test_namespace_isolation(add_memory, session_factory, namespace, embedder) -> None:  # type: ignore[no-untyped-def]
+def test_namespace_isolation(add_memory, session_factory, namespace, embedder) -> None:
     other = f"{namespace}-other"
     theirs = add_memory("用户的银行卡密码提示是 ZEBRA-4410", ns=other)
     mine = add_memory("User likes zebras")
@@ -199,7 +199,7 @@ def test_namespace_isolation(add_memory, session_factory, namespace, embedder) -
     assert _recall(session_factory, other, "ZEBRA-4410", embedder).hits[0].memory.id == theirs
 
 
-def test_big_namespace_plan_uses_the_index_and_stays_inside_the_namespace(  # type: ignore[no-untyped-def]
+def test_big_namespace_plan_uses_the_index_and_stays_inside_the_namespace(
     add_memory, seeded, session_factory, namespace, embedder
 ) -> None:
     other = add_memory("我们的数据库是PostgreSQL 15", ns=f"{namespace}-x")
@@ -231,7 +231,7 @@ def test_vector_plan_follows_the_namespace_size_and_share(ns_rows: int, total: i
         assert plan.ef_search == ef
 
 
-def test_access_counts_increase(seeded, session_factory, namespace, embedder, engine) -> None:  # type: ignore[no-untyped-def]
+def test_access_counts_increase(seeded, session_factory, namespace, embedder, engine) -> None:
     target = seeded["用户对花生过敏"]
     first = _recall(session_factory, namespace, "用户对什么过敏", embedder)
     assert first.hits[0].memory.id == target
@@ -251,7 +251,7 @@ def test_access_counts_increase(seeded, session_factory, namespace, embedder, en
     assert third.hits[0].memory.access_count == 3
 
 
-def test_flush_waits_for_a_batch_the_thread_is_writing(add_memory, engine, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_flush_waits_for_a_batch_the_thread_is_writing(add_memory, engine, monkeypatch) -> None:
     import threading
     import time
 
@@ -260,7 +260,7 @@ def test_flush_waits_for_a_batch_the_thread_is_writing(add_memory, engine, monke
     target = add_memory("User keeps bees")
     writing, real = threading.Event(), RecallRepository.add_access_counts
 
-    def slow(self, counts):  # type: ignore[no-untyped-def]
+    def slow(self, counts):
         writing.set()
         time.sleep(0.5)  # the thread is inside its write when flush() is called
         return real(self, counts)
@@ -275,7 +275,7 @@ def test_flush_waits_for_a_batch_the_thread_is_writing(add_memory, engine, monke
     assert count == 1
 
 
-def test_access_counts_are_written_without_an_explicit_flush(seeded, session_factory, namespace, embedder, engine):  # type: ignore[no-untyped-def]
+def test_access_counts_are_written_without_an_explicit_flush(seeded, session_factory, namespace, embedder, engine):
     from tests.conftest import wait_for
 
     target = seeded["用户住在上海"]
@@ -304,12 +304,12 @@ def test_access_counts_are_written_without_an_explicit_flush(seeded, session_fac
         ("tea", {"min_score": 1.5}),
     ],
 )
-def test_bad_input_raises_invalid_input(session_factory, namespace, embedder, query, kwargs) -> None:  # type: ignore[no-untyped-def]
+def test_bad_input_raises_invalid_input(session_factory, namespace, embedder, query, kwargs) -> None:
     with pytest.raises(InvalidInput):
         _recall(session_factory, namespace, query, embedder, **kwargs)
 
 
-def test_distilled_memory_is_recalled_with_its_provenance(services, engine, namespace, embedder) -> None:  # type: ignore[no-untyped-def]
+def test_distilled_memory_is_recalled_with_its_provenance(services, engine, namespace, embedder) -> None:
     """Seeded through the real write path: ingest, the offline distiller, reconcile, the memory writer."""
     from hindsight.clients import Clients
     from hindsight.config import get_settings

@@ -28,7 +28,7 @@ def _recount(engine: sa.Engine, ns: str) -> dict[str, int]:
         return {k: int(v) for k, v in conn.execute(sa.text(_RECOUNT), {"ns": ns}).all()}
 
 
-def test_counts_follow_every_write(engine, namespace, add_memory) -> None:  # type: ignore[no-untyped-def]
+def test_counts_follow_every_write(engine, namespace, add_memory) -> None:
     ids = [add_memory(v) for v in ("User lives in Berlin", "User lives in Lisbon", "用户住在上海")]
     add_memory("User prefers green tea", ns=f"{namespace}-other")
     kept = _kept(engine, namespace)
@@ -61,9 +61,7 @@ def test_counts_follow_every_write(engine, namespace, add_memory) -> None:  # ty
     assert _kept(engine, f"{namespace}-other") == {}
 
 
-def test_recall_reads_exact_identifier_and_prefix_terms(  # type: ignore[no-untyped-def]
-    session_factory, namespace, add_memory
-) -> None:
+def test_recall_reads_exact_identifier_and_prefix_terms(session_factory, namespace, add_memory) -> None:
     for v in ("User lives in Berlin", "User lived in Lisbon", "Ticket QX-48213 is open", "我们的数据库是PostgreSQL"):
         add_memory(v)
     add_memory("Ticket QX-48213 is closed", ns=f"{namespace}-other")

@@ -40,7 +40,7 @@ def _memories(engine: sa.Engine, ns: str) -> list[str]:
         ({"Origin": "null"}, 403),
     ],
 )
-def test_no_auth_api_refuses_foreign_host_and_origin(stack: Stack, namespace: str, engine: sa.Engine, headers, status):  # type: ignore[no-untyped-def]
+def test_no_auth_api_refuses_foreign_host_and_origin(stack: Stack, namespace: str, engine: sa.Engine, headers, status):
     with httpx.Client(base_url=stack.api_url, timeout=30) as c:
         # The probe that planted a payment instruction through a rebound name.
         r = c.post(

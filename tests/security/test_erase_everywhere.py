@@ -253,7 +253,7 @@ def _printed(stdout: str) -> dict[str, Any]:
     import json
 
     [line] = [x for x in stdout.splitlines() if x.startswith("{")]
-    return json.loads(line)  # type: ignore[no-any-return]
+    return json.loads(line)
 
 
 def test_the_cli_erases_a_transcript_and_a_namespace(services: Services, engine: sa.Engine, tmp_path: Path) -> None:

@@ -315,7 +315,7 @@ def test_summary_of_plain_conversation_is_unlabelled() -> None:
 # --- end to end: real PostgreSQL, the distill service, recall and the context block ----------------------
 
 
-def test_pasted_scam_email_end_to_end(services, engine, namespace) -> None:  # type: ignore[no-untyped-def]
+def test_pasted_scam_email_end_to_end(services, engine, namespace) -> None:
     from hindsight.clients import Clients
     from hindsight.db.engine import session_scope
     from hindsight.embeddings import cached_embedder

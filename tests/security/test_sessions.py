@@ -22,6 +22,7 @@ from hindsight.db.engine import read_session
 from hindsight.services.deadletters import list_dead_letters
 from hindsight.services.sessions import ACTIVE_SESSIONS, SessionStore, active_member, session_key, session_store
 from schemas.events import TranscriptStatus, TurnIn
+from schemas.pipeline import Role
 from tests.conftest import Services, Stack, free_port, wait_for
 from workers.publisher import CeleryPublisher
 
@@ -188,7 +189,7 @@ def test_pending_is_flushed_before_it_would_exceed_the_transcript_limits(
     appended: list[str] = []
 
     def append(content: str, **extra: Any) -> None:
-        store.append(namespace, sid, TurnIn(role="user", content=content, **extra))
+        store.append(namespace, sid, TurnIn(role=Role.user, content=content, **extra))
         appended.append(content)
         pending = _pending(redis, namespace, sid)
         assert len(pending) <= limits.max_turns_per_transcript
@@ -225,8 +226,8 @@ def test_an_append_whose_threshold_hand_over_fails_is_still_2xx_and_kept(
     settings = _settings(working_memory=WorkingMemorySettings(max_turns=2))
     broken = session_store(settings, redis_url=services.redis_url, publisher=CeleryPublisher(), engine=down)
     sid = f"s-{uuid.uuid4().hex[:8]}"
-    assert broken.append(namespace, sid, TurnIn(role="user", content="I moved to Porto.")) is False
-    assert broken.append(namespace, sid, TurnIn(role="user", content="I work at a bakery.")) is False
+    assert broken.append(namespace, sid, TurnIn(role=Role.user, content="I moved to Porto.")) is False
+    assert broken.append(namespace, sid, TurnIn(role=Role.user, content="I work at a bakery.")) is False
     assert len(_pending(redis, namespace, sid)) == 2, "both turns kept for a later hand-over"
     assert redis.ttl(session_key(namespace, sid, "pending")) == -1, "pending never expires unpublished"
     assert redis.ttl(session_key(namespace, sid, "seq")) == -1
@@ -245,8 +246,8 @@ def test_a_session_that_can_never_be_published_is_dead_lettered_with_its_turns(
 ) -> None:
     sid = f"s-{uuid.uuid4().hex[:8]}"
     appender = session_store(_settings(), redis_url=services.redis_url, publisher=CeleryPublisher(), engine=engine)
-    appender.append(namespace, sid, TurnIn(role="user", content="My sister Ana lives in Lisbon. " * 10))
-    appender.append(namespace, sid, TurnIn(role="user", content=f"my password is {SECRETS['password']}"))
+    appender.append(namespace, sid, TurnIn(role=Role.user, content="My sister Ana lives in Lisbon. " * 10))
+    appender.append(namespace, sid, TurnIn(role=Role.user, content=f"my password is {SECRETS['password']}"))
     # The operator lowers the limit before the session is closed: ingest now refuses these turns for good.
     lowered = _settings(limits=LimitSettings(max_turn_chars=100))
     closer = session_store(lowered, redis_url=services.redis_url, publisher=CeleryPublisher(), engine=engine)
@@ -310,7 +311,7 @@ def test_the_store_answers_whether_a_session_exists(services: Services, engine: 
         _settings(), redis_url=services.redis_url, publisher=CeleryPublisher(), engine=engine
     )
     assert store.exists(namespace, "nope") is False
-    store.append(namespace, "here", TurnIn(role="user", content="hello"))
+    store.append(namespace, "here", TurnIn(role=Role.user, content="hello"))
     assert store.exists(namespace, "here") is True
     store.end(namespace, "here")
     assert store.exists(namespace, "here") is True, "ending keeps working memory until its TTL"
