@@ -380,12 +380,11 @@ def vec_literal(v: list[float]) -> str:
 
 
 def hybrid_recall(engine: Any, ns: str, q: str, embedder: Any, settings: Any) -> Any:
-    """recall() of the top 10 in its own transaction, as the API runs it (the `hybrid` figures)."""
-    from sqlalchemy.orm import Session
-
+    """recall() of the top 10 in its own read session, as the API runs it (the `hybrid` figures)."""
+    from hindsight.db.engine import read_session
     from hindsight.services.recall import recall
 
-    with Session(engine) as s, s.begin():
+    with read_session(engine) as s:
         return recall(s, ns, q, embedder=embedder, settings=settings, top_k=10)
 
 
@@ -622,9 +621,9 @@ def measure_units(
     from pgvector.psycopg import register_vector
     from psycopg.types.json import Jsonb
     from sqlalchemy import create_engine
-    from sqlalchemy.orm import Session
 
     from hindsight.config import RetrievalSettings
+    from hindsight.db.engine import read_session
     from hindsight.embeddings import cached_embedder
     from hindsight.services.recall import recall_episodes, recall_rounds
     from hindsight.textsearch import episode_search_text, search_text
@@ -693,7 +692,7 @@ def measure_units(
             conn.execute(f"VACUUM ANALYZE {table}")
 
         def search(q: str, v: list[float]) -> Any:
-            with Session(engine) as s:
+            with read_session(engine) as s:
                 return recall_units(s, "bench-ep", q, embedder=fixed, settings=settings, top_k=5, query_vector=v)
 
         for q, v in list(zip(qs, qvecs, strict=True))[:20]:

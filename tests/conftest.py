@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -151,7 +151,7 @@ def start_proc(name: str, args: list[str], env: dict[str, str], log_dir: Path) -
     return Proc(name=name, popen=popen, log=log)
 
 
-def wait_for(predicate, timeout: float, what: str, procs: dict[str, Proc] | None = None) -> None:  # type: ignore[no-untyped-def]
+def wait_for(predicate: Callable[[], object], timeout: float, what: str, procs: dict[str, Proc] | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():

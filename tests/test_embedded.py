@@ -53,7 +53,7 @@ def test_resolving_a_url_starts_nothing_and_says_what_to_do(tmp_path: Path) -> N
     assert not data_dir.exists()
 
 
-def test_resolving_a_url_attaches_to_the_local_stack_that_runs(services) -> None:  # type: ignore[no-untyped-def]
+def test_resolving_a_url_attaches_to_the_local_stack_that_runs(services) -> None:
     """The embedded servers running in data_dir (here the test run's own, in its base directory) are found
     and used as they are."""
     from hindsight.broker import resolve_redis_url

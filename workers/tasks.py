@@ -38,7 +38,7 @@ def _countdown(retries: int) -> float:
     return base / 2 + random.uniform(0, base / 2)  # "equal jitter"
 
 
-class HindsightTask(Task):  # type: ignore[misc]
+class HindsightTask(Task):
     acks_late = True
     reject_on_worker_lost = True
     max_retries = None  # attempts are counted in Postgres (worker.max_attempts), not in the message

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import builtins
 import json
 import uuid
 from collections.abc import Sequence
@@ -199,7 +198,7 @@ class EpisodeRepository:
             ).scalars()
         )
 
-    def list(self, namespace: str, limit: int, offset: int) -> list[EpisodeRow]:
+    def page(self, namespace: str, limit: int, offset: int) -> list[EpisodeRow]:
         return list(
             self.session.execute(
                 select(EpisodeRow)
@@ -210,7 +209,7 @@ class EpisodeRepository:
             ).scalars()
         )
 
-    def lock_mentioning(self, namespace: str, lowered: Sequence[str]) -> builtins.list[EpisodeRow]:
+    def lock_mentioning(self, namespace: str, lowered: Sequence[str]) -> list[EpisodeRow]:
         """Erase support: the namespace's episodes whose summary, entities or search text contain one of
         `lowered` (lower-case)."""
         if not lowered:
@@ -364,7 +363,7 @@ class MemoryRepository:
     def add(self, row: MemoryRow) -> None:
         self.session.add(row)
 
-    def list(
+    def page(
         self,
         namespace: str,
         *,
@@ -372,7 +371,7 @@ class MemoryRepository:
         kinds: Sequence[str] | None = None,
         limit: int = 50,
         offset: int = 0,
-    ) -> tuple[builtins.list[MemoryRow], int]:
+    ) -> tuple[list[MemoryRow], int]:
         cond = [MemoryRow.namespace == namespace]
         if states:
             cond.append(MemoryRow.state.in_(states))
@@ -389,8 +388,8 @@ class MemoryRepository:
         return list(rows), int(total)
 
     def candidates_for_reconcile(
-        self, namespace: str, keys: Sequence[str], embeddings: Sequence[builtins.list[float]], k: int
-    ) -> builtins.list[MemoryRow]:
+        self, namespace: str, keys: Sequence[str], embeddings: Sequence[list[float]], k: int
+    ) -> list[MemoryRow]:
         """Memories sharing a key with the new facts, plus the k nearest of each new fact.
 
         The distance is wrapped (`+ 0`) so PostgreSQL scans the namespace exactly instead of using the HNSW
@@ -419,8 +418,8 @@ class MemoryRepository:
         return list(found.values())
 
     def vector_search(
-        self, namespace: str, embedding: builtins.list[float], *, states: Sequence[str], limit: int
-    ) -> builtins.list[tuple[MemoryRow, float]]:
+        self, namespace: str, embedding: list[float], *, states: Sequence[str], limit: int
+    ) -> list[tuple[MemoryRow, float]]:
         dist = MemoryRow.embedding.cosine_distance(embedding) + literal(0.0, Float)
         rows = self.session.execute(
             select(MemoryRow, (1 - dist).label("score"))
@@ -440,10 +439,10 @@ class MemoryRepository:
 
     def ids_for_subject(
         self, namespace: str, *, key_prefix: str | None = None, subject: str | None = None
-    ) -> builtins.list[uuid.UUID]:
+    ) -> list[uuid.UUID]:
         """Every memory (any state) of the namespace whose key starts with `key_prefix` or whose subject is
         `subject`."""
-        cond: builtins.list[ColumnElement[bool]] = []
+        cond: list[ColumnElement[bool]] = []
         if key_prefix:
             escaped = key_prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
             cond.append(MemoryRow.key.like(escaped + "%", escape="\\"))
@@ -454,12 +453,12 @@ class MemoryRepository:
         stmt = select(MemoryRow.id).where(MemoryRow.namespace == namespace, or_(*cond)).with_for_update()
         return list(self.session.execute(stmt).scalars())
 
-    def ids_in_namespace(self, namespace: str) -> builtins.list[uuid.UUID]:
+    def ids_in_namespace(self, namespace: str) -> list[uuid.UUID]:
         """Every memory of the namespace, any state (erase of a whole namespace)."""
         stmt = select(MemoryRow.id).where(MemoryRow.namespace == namespace).order_by(MemoryRow.id)
         return list(self.session.execute(stmt).scalars())
 
-    def lock_many(self, namespace: str, ids: Sequence[uuid.UUID]) -> builtins.list[MemoryRow]:
+    def lock_many(self, namespace: str, ids: Sequence[uuid.UUID]) -> list[MemoryRow]:
         if not ids:
             return []
         stmt = (
@@ -485,7 +484,7 @@ class MemoryRepository:
         now: datetime,
         limit: int,
         key_windows: dict[str, int] | None = None,
-    ) -> builtins.list[tuple[uuid.UUID, str, str]]:
+    ) -> list[tuple[uuid.UUID, str, str]]:
         """Compare-and-set `from_state` -> `to_state` for unpinned memories older than their window: the
         first of `key_windows` (key attribute → days, from the slot registry) whose attribute ends the key,
         else their kind's window, else `default_days`.
@@ -494,7 +493,7 @@ class MemoryRepository:
         finds it no longer in `from_state` and skips it (SKIP LOCKED + the WHERE on state).
         """
         column = getattr(MemoryRow, clock_column)
-        branches: builtins.list[tuple[ColumnElement[bool], int]] = [
+        branches: list[tuple[ColumnElement[bool], int]] = [
             (MemoryRow.key.like(f"%.{attr}"), n) for attr, n in (key_windows or {}).items()
         ]
         branches += [(MemoryRow.kind == kind, n) for kind, n in windows.items()]
@@ -518,7 +517,7 @@ class MemoryRepository:
         ).all()
         return [(r[0], r[1], r[2]) for r in rows]
 
-    def expire_ttl(self, *, now: datetime, limit: int) -> builtins.list[tuple[uuid.UUID, str, str]]:
+    def expire_ttl(self, *, now: datetime, limit: int) -> list[tuple[uuid.UUID, str, str]]:
         """Archive unpinned memories whose ttl_days ran out since their last verification."""
         due = (
             select(MemoryRow.id)
@@ -685,7 +684,7 @@ class ConflictRepository:
             ).scalars()
         )
 
-    def list(self, namespace: str) -> list[ConflictRow]:
+    def in_namespace(self, namespace: str) -> list[ConflictRow]:
         return list(
             self.session.execute(
                 select(ConflictRow).where(ConflictRow.namespace == namespace).order_by(ConflictRow.created_at)

@@ -202,9 +202,7 @@ def erase_transcript(
     episodes = EpisodeRepository(session).count_for_transcripts(namespace, [transcript.id])
     rounds = RoundRepository(session).count_for_transcripts(namespace, [transcript.id])  # cascade with it
     provenance.delete_for_transcript(transcript.id)
-    audit_rows = _remove_memories(
-        session, namespace, rows, needles, erase_id=erase_id, scope="transcript", actor=actor
-    )
+    audit_rows = _remove_memories(session, namespace, rows, needles, erase_id=erase_id, scope="transcript", actor=actor)
     repo.delete_many(namespace, [transcript.id])
     erased = [r.id for r in rows]
     result = EraseResult(

@@ -211,8 +211,8 @@ def read_events_file(path: str, *, namespace: str | None = None) -> list[Transcr
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise InvalidInput(f"{path}:{line}: invalid UTF-8 (byte {exc.start})") from None
+        bad_line = raw[: exc.start].count(b"\n") + 1
+        raise InvalidInput(f"{path}:{bad_line}: invalid UTF-8 (byte {exc.start})") from None
 
     items: list[tuple[int, Any]] = []
     stripped = text.lstrip()

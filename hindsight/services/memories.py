@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from datetime import UTC, datetime
 
-from hindsight.db.engine import ReadSession, Session
+from hindsight.db.engine import ReadSession
 from hindsight.db.repositories import (
     AuditRepository,
     ConflictRepository,
@@ -44,7 +43,7 @@ def list_memories(
     limit: int = 50,
     offset: int = 0,
 ) -> MemoryPage:
-    rows, total = MemoryRepository(session).list(namespace, states=states, kinds=kinds, limit=limit, offset=offset)
+    rows, total = MemoryRepository(session).page(namespace, states=states, kinds=kinds, limit=limit, offset=offset)
     return MemoryPage(items=[MemoryRead.model_validate(r) for r in rows], total=total, limit=limit, offset=offset)
 
 
@@ -67,17 +66,16 @@ def get_memory(session: ReadSession, namespace: str, memory_id: uuid.UUID) -> Me
 
 
 def search_memories(
-    session: Session,
+    session: ReadSession,
     namespace: str,
     query: str,
     *,
     embedder: Embedder,
     top_k: int,
     states: Sequence[str] = DEFAULT_SEARCH_STATES,
-    record_access: bool = True,
 ) -> SearchResult:
     """Plain vector similarity within one namespace (the evaluation's `vector` baseline; the product's hybrid
-    recall is services.recall). With `record_access`, the hits' access counts are updated in `session`."""
+    recall is services.recall). Reads only: no access is counted."""
     query = query.strip()
     if not query:
         raise InvalidInput("query is empty")
@@ -89,8 +87,6 @@ def search_memories(
     vector = embedder.embed([query])[0]
     repo = MemoryRepository(session)
     found = repo.vector_search(namespace, vector, states=states, limit=top_k)
-    if record_access and found:
-        repo.touch_accessed([r.id for r, _ in found], datetime.now(UTC))
     return SearchResult(
         query=query,
         hits=[SearchHit(memory=MemoryRead.model_validate(r), score=round(s, 4)) for r, s in found],
@@ -103,4 +99,4 @@ def count_rounds(session: ReadSession, namespace: str) -> int:
 
 
 def list_episodes(session: ReadSession, namespace: str, *, limit: int = 50, offset: int = 0) -> list[EpisodeRead]:
-    return [EpisodeRead.model_validate(e) for e in EpisodeRepository(session).list(namespace, limit, offset)]
+    return [EpisodeRead.model_validate(e) for e in EpisodeRepository(session).page(namespace, limit, offset)]

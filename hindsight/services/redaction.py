@@ -39,4 +39,4 @@ def redact_tree(value: T) -> T:
         out = [redact_tree(v) for v in value]
     else:
         out = value
-    return out  # type: ignore[no-any-return]
+    return out

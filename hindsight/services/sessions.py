@@ -237,7 +237,7 @@ class SessionStore:
         now = now or time.time()
         closed = 0
         for member in self.redis.zrangebyscore(ACTIVE_SESSIONS, "-inf", now - idle_seconds):
-            name = member.decode() if isinstance(member, bytes) else member
+            name = member.decode() if isinstance(member, bytes) else str(member)
             try:
                 namespace, session_id = name.split(_SEP, 1)
                 closed += self.end(namespace, session_id)

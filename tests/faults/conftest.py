@@ -332,9 +332,7 @@ class Publisher:
         ids = []
         for i in range(0, len(events), batch):
             with session_scope(self.engine) as session:
-                accepted = publish_transcripts(
-                    session, events[i : i + batch], publisher=self, settings=self.settings
-                )
+                accepted = publish_transcripts(session, events[i : i + batch], publisher=self, settings=self.settings)
             ids += [a.id for a in accepted]
         self.accepted += ids
         return ids

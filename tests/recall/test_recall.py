@@ -331,9 +331,9 @@ def test_distilled_memory_is_recalled_with_its_provenance(services, engine, name
     clients = Clients(backend=OfflineDistiller(), embedder=embedder, settings=get_settings())
     assert distill_transcript(tid, clients=clients, engine=engine).status == "done"
 
-    from sqlalchemy.orm import Session
+    from hindsight.db.engine import read_session
 
-    with Session(engine) as s, s.begin():
+    with read_session(engine) as s:
         result = recall(s, namespace, "数据库", embedder=embedder, settings=RetrievalSettings())
     assert result.hits, "the distilled memory was not recalled"
     hit = result.hits[0]

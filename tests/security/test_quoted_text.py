@@ -15,9 +15,9 @@ from datetime import UTC, datetime
 
 import pytest
 import sqlalchemy as sa
-from sqlalchemy.orm import Session
 
 from hindsight.config import RetrievalSettings, get_settings
+from hindsight.db.engine import read_session
 from hindsight.llm import OpenAICompatibleClient
 from pipeline.extract import extract_facts
 from pipeline.llm_backend import LLMBackend
@@ -355,7 +355,7 @@ def test_pasted_scam_email_end_to_end(services, engine, namespace) -> None:
         assert not any(p in v for p in (RENT_ACCOUNT, ZH_ACCOUNT, "send the rent")), rows
     assert all(r.source == "tool" for r in rows if r.state == "quarantined")
 
-    with Session(engine) as s:
+    with read_session(engine) as s:
         query = "where should I send the rent payment account"
         hits = recall(
             s, namespace, query, embedder=embedder, settings=RetrievalSettings(), min_score=0.0, record_access=False

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from sqlalchemy.orm import Session
 
 from hindsight.config import RetrievalSettings
+from hindsight.db.engine import read_session
 from hindsight.db.models import EpisodeRow, MemoryRow, TranscriptRow
 from hindsight.db.recall_repository import clear_caches
 from hindsight.embeddings import cached_embedder
@@ -121,7 +121,7 @@ def _refresh_statistics(engine: sa.Engine) -> None:
 
 
 def _memory_hits(engine: sa.Engine, namespace: str, embedder: Any) -> list[tuple[Any, ...]]:
-    with Session(engine) as s, s.begin():
+    with read_session(engine) as s:
         result = recall(
             s,
             namespace,
@@ -137,7 +137,7 @@ def _memory_hits(engine: sa.Engine, namespace: str, embedder: Any) -> list[tuple
 
 
 def _episode_hits(engine: sa.Engine, namespace: str, embedder: Any) -> list[tuple[Any, ...]]:
-    with Session(engine) as s:
+    with read_session(engine) as s:
         result = recall_episodes(
             s, namespace, QUERY, embedder=embedder, settings=RetrievalSettings(), top_k=20, now=NOW
         )
