@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 from rich.console import Console
+
+if TYPE_CHECKING:  # the suites load their heavy imports only when a command runs
+    from evaluation.data import CaseFile, Conversation, MadialMemory, MadialQuery
+    from evaluation.runtime import Runtime
+    from evaluation.suites import SuiteResult
+
+D = TypeVar("D")
 
 eval_app = typer.Typer(
     help="Measure memory quality: each suite prints a table and, as its last line, one JSON object of metrics.",
@@ -35,7 +43,15 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
-def _run(load, run, render, *, external: bool, data_dir: Path | None, concurrency: int | None) -> None:  # type: ignore[no-untyped-def]
+def _run(
+    load: Callable[[], D],
+    run: Callable[[Runtime, D], SuiteResult],
+    render: Callable[[SuiteResult], None],
+    *,
+    external: bool,
+    data_dir: Path | None,
+    concurrency: int | None,
+) -> None:
     from evaluation.report import emit
     from evaluation.runtime import eval_runtime
     from hindsight.config import get_settings
@@ -85,13 +101,13 @@ def distill_cmd(
     from evaluation.report import distill_table, failures_text
     from evaluation.suites import run_distill
 
-    def load():  # type: ignore[no-untyped-def]
+    def load() -> CaseFile:
         data = load_cases(file, redteam=redteam)
         if limit:
             data.cases = data.cases[:limit]
         return data
 
-    def render(result) -> None:  # type: ignore[no-untyped-def]
+    def render(result: SuiteResult) -> None:
         failing = failures_text(result.cases, result.notes.get("stored", {}))
         if failing:
             out.print(failing, markup=False, highlight=False, soft_wrap=True)
@@ -107,8 +123,17 @@ def distill_cmd(
     )
 
 
-def _evidence(  # type: ignore[no-untyped-def]
-    suite: str, loader, file: Path, limit, external, data_dir, concurrency, episodes: bool, qa: bool, qa_budget: int
+def _evidence(
+    suite: str,
+    loader: Callable[[Path], list[Conversation]],
+    file: Path,
+    limit: int | None,
+    external: bool,
+    data_dir: Path | None,
+    concurrency: int | None,
+    episodes: bool,
+    qa: bool,
+    qa_budget: int,
 ) -> None:
     from evaluation.report import evidence_table, qa_table
     from evaluation.suites import run_evidence
@@ -120,11 +145,11 @@ def _evidence(  # type: ignore[no-untyped-def]
             "HINDSIGHT_LLM__API_KEY and HINDSIGHT_LLM__MODEL (distillation uses it too)"
         )
 
-    def load():  # type: ignore[no-untyped-def]
+    def load() -> list[Conversation]:
         convs = loader(file)
         return convs[:limit] if limit else convs
 
-    def run(rt, data):  # type: ignore[no-untyped-def]
+    def run(rt: Runtime, data: list[Conversation]) -> SuiteResult:
         judge = None
         if qa:
             from evaluation.qa import QA
@@ -133,7 +158,7 @@ def _evidence(  # type: ignore[no-untyped-def]
             judge = QA(OpenAICompatibleClient.from_settings(rt.settings.llm), suite=suite, budget_tokens=qa_budget)
         return run_evidence(rt, data, suite=suite, console=console, use_episodes=episodes, qa=judge)
 
-    def render(result):  # type: ignore[no-untyped-def]
+    def render(result: SuiteResult) -> None:
         out.print(evidence_table(result.metrics))
         if "qa" in result.metrics:
             out.print(qa_table(result.metrics))
@@ -226,7 +251,7 @@ def madial_cmd(
     if query not in MADIAL_QUERY_MODES:
         raise _fail(f"--query must be one of {', '.join(MADIAL_QUERY_MODES)}")
 
-    def load():  # type: ignore[no-untyped-def]
+    def load() -> tuple[list[MadialMemory], list[MadialQuery]]:
         mems, queries = load_madial(dialogues, memories)
         return mems, (queries[:limit] if limit else queries)
 

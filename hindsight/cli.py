@@ -164,17 +164,18 @@ def mcp(
     wait: WaitOption = 60,
 ) -> None:
     """Serve the MCP server (tools memory_search, memory_write, memory_forget, memory_verify, remember, recall)."""
-    from api.mcp import run
+    from api.mcp import Transport, run
     from hindsight.logging import configure_logging
 
     if transport not in ("stdio", "http"):
         raise _fail("--transport must be stdio or http")
+    mode: Transport = "http" if transport == "http" else "stdio"
     settings = get_settings()
     configure_logging(settings)  # stderr: over stdio, stdout carries only the protocol
     if transport == "http":
         _check_auth(settings, host or settings.api_host)
     _wait(settings, timeout=wait)
-    run(settings, transport=transport, namespace=namespace, host=host or settings.api_host, port=port)  # type: ignore[arg-type]
+    run(settings, transport=mode, namespace=namespace, host=host or settings.api_host, port=port)
 
 
 @app.command()

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 
@@ -120,7 +120,7 @@ class ContextBlock(BaseModel):
 
 
 @lru_cache(maxsize=4)
-def _encoding(name: str):  # type: ignore[no-untyped-def]
+def _encoding(name: str) -> Any:  # bpe_openai has no types: its encoder is tiktoken-compatible (encode)
     import bpe_openai
 
     return bpe_openai.get_encoding(name)

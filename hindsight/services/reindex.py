@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import structlog
-from sqlalchemy import Engine, or_, select, update
+from sqlalchemy import ColumnElement, Engine, or_, select, update
 
 from hindsight.db.engine import session_scope
 from hindsight.db.models import MemoryRow
@@ -28,7 +28,7 @@ class ReindexReport:
     batches: int = 0
 
 
-def _outdated(version: str):  # type: ignore[no-untyped-def]
+def _outdated(version: str) -> ColumnElement[bool]:
     # Two ranges and a NULL test instead of `IS DISTINCT FROM`: each is a range of the (search_vocab, id)
     # index, so finding that nothing is left costs a few index pages, not a scan of the table.
     v = MemoryRow.search_vocab

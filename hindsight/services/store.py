@@ -15,6 +15,7 @@ from typing import Any
 
 import structlog
 
+from hindsight.db.engine import Session
 from hindsight.db.models import ConflictRow, MemoryRow
 from hindsight.db.repositories import (
     AuditRepository,
@@ -40,13 +41,13 @@ log = structlog.get_logger(__name__)
 NEIGHBOURS_PER_FACT = 8
 
 
-def lock_namespace(session: Any, namespace: str) -> None:
+def lock_namespace(session: Session, namespace: str) -> None:
     """One writer per namespace at a time: reconcile must see every memory committed before it."""
     advisory_xact_lock(session, "namespace", namespace)
 
 
 def reconcile_in_namespace(
-    session: Any, namespace: str, facts: Sequence[EmbeddedFact], *, dedupe_threshold: float
+    session: Session, namespace: str, facts: Sequence[EmbeddedFact], *, dedupe_threshold: float
 ) -> tuple[list[MemoryOp], dict[uuid.UUID, MemoryRow]]:
     """Stages 3-4 against the namespace's live memories. Call with the namespace lock held."""
     rows = MemoryRepository(session).candidates_for_reconcile(
@@ -85,7 +86,7 @@ def _existing(row: MemoryRow) -> ExistingMemory:
 class MemoryWriter:
     """Applies reconcile's decisions: rows, provenance, conflicts, audit history and logs."""
 
-    session: Any
+    session: Session
     namespace: str
     transcript_id: uuid.UUID | None
     """The transcript the facts came from; None for a privileged write."""
