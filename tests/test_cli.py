@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from hindsight.cli import app
+from tests.conftest import REPO
+from tests.factories import create_memory
 
 runner = CliRunner()
 
@@ -98,3 +103,35 @@ def test_search_uses_hybrid_recall_within_the_namespace(services, engine, namesp
     assert "PostgreSQL" not in other.stdout
     bad = runner.invoke(app, ["search", namespace, "   "])
     assert bad.exit_code == 2
+
+
+def test_memories_json_pipes_cleanly_while_logs_go_to_stderr(namespace: str, tmp_path: Path) -> None:
+    """`hindsight memories NS --json | jq` on embedded defaults: the command never configures logging, and the
+    embedded server's `embedded.postgres.ready` line must not land on stdout before the JSON."""
+    from hindsight.db import migrate
+    from hindsight.embedded import start_postgres, stop_postgres
+
+    pg_dir = tmp_path / "pg"  # where the CLI looks for its embedded server under HINDSIGHT_DATA_DIR
+    url = start_postgres(pg_dir)
+    try:
+        migrate.upgrade(url)
+        engine = sa.create_engine(url)
+        mid = create_memory(engine, namespace, value="User pipes JSON into jq")
+        engine.dispose()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("HINDSIGHT_")}
+        env.update({"HINDSIGHT_DATA_DIR": str(tmp_path), "PYTHONPATH": str(REPO)})
+        proc = subprocess.run(
+            [sys.executable, "-m", "hindsight.cli", "memories", namespace, "--json"],
+            env=env,
+            cwd=str(REPO),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        stop_postgres(pg_dir)
+    assert proc.returncode == 0, proc.stderr
+    page = json.loads(proc.stdout)  # the whole of stdout is the JSON document
+    assert [(m["id"], m["value"]) for m in page["items"]] == [(str(mid), "User pipes JSON into jq")]
+    assert "embedded.postgres.ready" in proc.stderr
+    assert "embedded.postgres" not in proc.stdout
