@@ -68,6 +68,14 @@ class Services:
         engine.dispose()
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test that uses the stack (worker, beat and API processes) is `e2e`, whichever module it is in, so
+    `make test-fast` (which deselects e2e, faults, fuzz, eval and slow; pyproject.toml) needs no list of files."""
+    for item in items:
+        if "stack" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.e2e)
+
+
 @pytest.fixture(scope="session")
 def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
     """PostgreSQL (pgserver, pgvector) and Redis (redis-server on a Unix socket), owned by the test run."""
