@@ -178,6 +178,7 @@ def test_a_token_for_two_namespaces_sees_each_separately(auth_api: AuthApi, alph
         assert hits == []
 
 
+@pytest.mark.slow  # starts three API/MCP processes, each of which must refuse to serve
 def test_processes_refuse_to_serve_open_by_mistake(services) -> None:
     import subprocess
     import sys
