@@ -12,13 +12,15 @@ import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from hindsight.cli import app
-from tests.conftest import REPO
+from tests.conftest import REPO, Services
 from tests.factories import create_memory
 
 runner = CliRunner()
 
 
-def test_ingest_file_stores_and_reports_each_transcript(services, engine, namespace: str, tmp_path: Path) -> None:
+def test_ingest_file_stores_and_reports_each_transcript(
+    services: Services, engine: sa.Engine, namespace: str, tmp_path: Path
+) -> None:
     path = tmp_path / "t.jsonl"
     lines = [
         {
@@ -45,7 +47,9 @@ def test_ingest_file_stores_and_reports_each_transcript(services, engine, namesp
     assert all(json.loads(x)["duplicate"] for x in again.stdout.splitlines() if x.startswith("{"))
 
 
-def test_ingest_bad_file_exits_nonzero_with_the_line(services, engine, namespace: str, tmp_path: Path) -> None:
+def test_ingest_bad_file_exits_nonzero_with_the_line(
+    services: Services, engine: sa.Engine, namespace: str, tmp_path: Path
+) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text(
         json.dumps({"namespace": namespace, "turns": [{"role": "user", "content": "ok"}]})
@@ -81,7 +85,7 @@ def test_help_lists_every_command() -> None:
         assert cmd in result.output
 
 
-def test_search_uses_hybrid_recall_within_the_namespace(services, engine, namespace: str) -> None:
+def test_search_uses_hybrid_recall_within_the_namespace(services: Services, engine: sa.Engine, namespace: str) -> None:
     from hindsight.clients import Clients
     from hindsight.config import get_settings
     from hindsight.embeddings import cached_embedder
