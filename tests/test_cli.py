@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -109,33 +108,24 @@ def test_search_uses_hybrid_recall_within_the_namespace(services: Services, engi
     assert bad.exit_code == 2
 
 
-def test_memories_json_pipes_cleanly_while_logs_go_to_stderr(namespace: str, tmp_path: Path) -> None:
-    """`hindsight memories NS --json | jq` on embedded defaults: the command never configures logging, and the
-    embedded server's `embedded.postgres.ready` line must not land on stdout before the JSON."""
-    from hindsight.db import migrate
-    from hindsight.embedded import start_postgres, stop_postgres
-
-    pg_dir = tmp_path / "pg"  # where the CLI looks for its embedded server under HINDSIGHT_DATA_DIR
-    url = start_postgres(pg_dir)
-    try:
-        migrate.upgrade(url)
-        engine = sa.create_engine(url)
-        mid = create_memory(engine, namespace, value="User pipes JSON into jq")
-        engine.dispose()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("HINDSIGHT_")}
-        env.update({"HINDSIGHT_DATA_DIR": str(tmp_path), "PYTHONPATH": str(REPO)})
-        proc = subprocess.run(
-            [sys.executable, "-m", "hindsight.cli", "memories", namespace, "--json"],
-            env=env,
-            cwd=str(REPO),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-    finally:
-        stop_postgres(pg_dir)
+def test_memories_json_pipes_cleanly_while_logs_go_to_stderr(
+    services: Services, engine: sa.Engine, namespace: str
+) -> None:
+    """`hindsight memories NS --json | jq`: the command never configures logging, and a structlog line logged in
+    its process (as `embedded.postgres.ready` was, before the JSON) must go to stderr, not into the JSON."""
+    mid = create_memory(engine, namespace, value="User pipes JSON into jq")
+    # The real CLI in a process of its own, with one log line through structlog's unconfigured defaults first.
+    run_cli = "import structlog; from hindsight.cli import app; structlog.get_logger().info('cli.test.logged'); app()"
+    proc = subprocess.run(
+        [sys.executable, "-c", run_cli, "memories", namespace, "--json"],
+        env=services.env(),
+        cwd=str(REPO),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     page = json.loads(proc.stdout)  # the whole of stdout is the JSON document
     assert [(m["id"], m["value"]) for m in page["items"]] == [(str(mid), "User pipes JSON into jq")]
-    assert "embedded.postgres.ready" in proc.stderr
-    assert "embedded.postgres" not in proc.stdout
+    assert "cli.test.logged" in proc.stderr
+    assert "cli.test.logged" not in proc.stdout
