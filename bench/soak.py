@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
             rec = probe(svc, engine, probe_prefix)
             recoveries[kind].append(rec)
             injected.append((at, kind))
-            print(f"[soak] t={at:6.1f}s {kind:13s} recovered in {rec:5.1f}s", flush=True)  # noqa: T201
+            print(f"[soak] t={at:6.1f}s {kind:13s} recovered in {rec:5.1f}s", file=sys.stderr, flush=True)  # noqa: T201
         feeder.stop.set()
         feeder.join(30)
 

@@ -320,11 +320,12 @@ def lifecycle(
     now: Annotated[str | None, typer.Option(help="Run as if it were this ISO time (testing, backfills).")] = None,
 ) -> None:
     """Run the lifecycle job once (beat runs it periodically)."""
-    from hindsight.db.engine import get_engine
+    from hindsight.db.engine import get_engine, session_scope
     from hindsight.services.lifecycle import run_lifecycle
 
     settings = _local()
-    report = run_lifecycle(get_engine(settings), settings.lifecycle, now=datetime.fromisoformat(now) if now else None)
+    with session_scope(get_engine(settings)) as session:
+        report = run_lifecycle(session, settings.lifecycle, now=datetime.fromisoformat(now) if now else None)
     typer.echo(
         json.dumps(
             {

@@ -6,12 +6,14 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import structlog
 
-from hindsight.config import Settings
 from hindsight.files import open_private
+
+if TYPE_CHECKING:
+    from hindsight.config import Settings
 
 
 class _JsonFileProcessor:
@@ -44,6 +46,23 @@ class _JsonFileProcessor:
     def __call__(self, logger: Any, name: str, event: dict[str, Any]) -> dict[str, Any]:
         self._reopen_if_moved().write(str(self._render(logger, name, dict(event))) + "\n")
         return event
+
+
+def _stderr_logger(*_args: Any) -> structlog.PrintLogger:
+    # sys.stderr is looked up for each logger, not once at import: a redirect or a test's capture that replaces
+    # it later is followed.
+    return structlog.PrintLogger(sys.stderr)
+
+
+def configure_default_logging() -> None:
+    """Until `configure_logging` runs: structlog's own defaults, but written to stderr.
+
+    structlog's default logger prints to stdout, which CLI commands, bench scripts and piped subprocesses keep for
+    their data (`hindsight memories NS --json | jq`). Run when the package is imported; a configuration that
+    someone made before is left as it is, and `configure_logging` (or any later `structlog.configure`) replaces
+    this one."""
+    if not structlog.is_configured():
+        structlog.configure(logger_factory=_stderr_logger)
 
 
 def configure_logging(settings: Settings, *, stream: Any = None) -> None:

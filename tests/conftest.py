@@ -52,13 +52,28 @@ class Services:
         env.update(extra)
         return env
 
-    def create_database(self, name: str) -> str:
+    def create_database(self, name: str, *, template: str | None = None) -> str:
+        """An empty database, or a copy of `template` (which nobody may be connected to)."""
         engine = sa.create_engine(self.pg_server_url, isolation_level="AUTOCOMMIT")
         with engine.connect() as conn:
             conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
-            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else "")))
         engine.dispose()
         return sa.engine.make_url(self.pg_server_url).set(database=name).render_as_string(hide_password=False)
+
+    def drop_database(self, name: str) -> None:
+        engine = sa.create_engine(self.pg_server_url, isolation_level="AUTOCOMMIT")
+        with engine.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        engine.dispose()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test that uses the stack (worker, beat and API processes) is `e2e`, whichever module it is in, so
+    `make test-fast` (which deselects e2e, faults, fuzz, eval and slow; pyproject.toml) needs no list of files."""
+    for item in items:
+        if "stack" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.e2e)
 
 
 @pytest.fixture(scope="session")
@@ -102,6 +117,30 @@ def engine(services: Services) -> Iterator[sa.Engine]:
     eng = sa.create_engine(services.database_url.replace("postgresql://", "postgresql+psycopg://"))
     yield eng
     eng.dispose()
+
+
+@pytest.fixture(scope="session")
+def migrated_template(services: Services) -> str:
+    """A migrated database that `own_engine` copies, so the migrations run once, not once per test."""
+    from hindsight.db import migrate
+
+    name = "hindsight_template"
+    migrate.upgrade(services.create_database(name))  # alembic's engine is a NullPool: nothing stays connected
+    return name
+
+
+@pytest.fixture
+def own_engine(services: Services, migrated_template: str) -> Iterator[sa.Engine]:
+    """A migrated database of this test's own, for the jobs that read the whole table (lifecycle, reindex,
+    backfills): on the shared database they would also see, count and move the rows other tests left."""
+    name = f"own_{uuid.uuid4().hex[:12]}"
+    url = services.create_database(name, template=migrated_template)
+    eng = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+    try:
+        yield eng
+    finally:
+        eng.dispose()
+        services.drop_database(name)
 
 
 @pytest.fixture

@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from hindsight.cli import app
+from tests.conftest import REPO, Services
+from tests.factories import create_memory
 
 runner = CliRunner()
 
 
-def test_ingest_file_stores_and_reports_each_transcript(services, engine, namespace: str, tmp_path: Path) -> None:
+def test_ingest_file_stores_and_reports_each_transcript(
+    services: Services, engine: sa.Engine, namespace: str, tmp_path: Path
+) -> None:
     path = tmp_path / "t.jsonl"
     lines = [
         {
@@ -40,7 +46,9 @@ def test_ingest_file_stores_and_reports_each_transcript(services, engine, namesp
     assert all(json.loads(x)["duplicate"] for x in again.stdout.splitlines() if x.startswith("{"))
 
 
-def test_ingest_bad_file_exits_nonzero_with_the_line(services, engine, namespace: str, tmp_path: Path) -> None:
+def test_ingest_bad_file_exits_nonzero_with_the_line(
+    services: Services, engine: sa.Engine, namespace: str, tmp_path: Path
+) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text(
         json.dumps({"namespace": namespace, "turns": [{"role": "user", "content": "ok"}]})
@@ -76,7 +84,7 @@ def test_help_lists_every_command() -> None:
         assert cmd in result.output
 
 
-def test_search_uses_hybrid_recall_within_the_namespace(services, engine, namespace: str) -> None:
+def test_search_uses_hybrid_recall_within_the_namespace(services: Services, engine: sa.Engine, namespace: str) -> None:
     from hindsight.clients import Clients
     from hindsight.config import get_settings
     from hindsight.db.engine import session_scope
@@ -102,3 +110,26 @@ def test_search_uses_hybrid_recall_within_the_namespace(services, engine, namesp
     assert "PostgreSQL" not in other.stdout
     bad = runner.invoke(app, ["search", namespace, "   "])
     assert bad.exit_code == 2
+
+
+def test_memories_json_pipes_cleanly_while_logs_go_to_stderr(
+    services: Services, engine: sa.Engine, namespace: str
+) -> None:
+    """`hindsight memories NS --json | jq`: the command never configures logging, and a structlog line logged in
+    its process (as `embedded.postgres.ready` was, before the JSON) must go to stderr, not into the JSON."""
+    mid = create_memory(engine, namespace, value="User pipes JSON into jq")
+    # The real CLI in a process of its own, with one log line through structlog's unconfigured defaults first.
+    run_cli = "import structlog; from hindsight.cli import app; structlog.get_logger().info('cli.test.logged'); app()"
+    proc = subprocess.run(
+        [sys.executable, "-c", run_cli, "memories", namespace, "--json"],
+        env=services.env(),
+        cwd=str(REPO),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    page = json.loads(proc.stdout)  # the whole of stdout is the JSON document
+    assert [(m["id"], m["value"]) for m in page["items"]] == [(str(mid), "User pipes JSON into jq")]
+    assert "cli.test.logged" in proc.stderr
+    assert "cli.test.logged" not in proc.stdout

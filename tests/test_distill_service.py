@@ -178,7 +178,9 @@ def test_a_second_slot_the_value_fills_is_stored_and_searchable(clients, engine,
         assert {w for w in topic_words(f"user.{slot}") if w.isascii()} <= words
 
 
-def test_backfill_builds_the_rounds_an_older_release_did_not_write(clients, engine, namespace) -> None:
+def test_backfill_builds_the_rounds_an_older_release_did_not_write(
+    clients: Clients, own_engine: sa.Engine, namespace: str
+) -> None:
     from hindsight.services.rounds import backfill_rounds
 
     event = parse_event(
@@ -190,19 +192,20 @@ def test_backfill_builds_the_rounds_an_older_release_did_not_write(clients, engi
             ],
         }
     )
-    with session_scope() as session:
+    with session_scope(own_engine) as session:
         accepted = publish_transcripts(session, [event], publisher=RecordingPublisher())
     tid = accepted[0].id
-    distill_transcript(tid, clients=clients, engine=engine)
+    distill_transcript(tid, clients=clients, engine=own_engine)
     count = sa.text("SELECT count(*) FROM rounds WHERE transcript_id=:t")
-    with engine.begin() as conn:
+    with own_engine.begin() as conn:
         before = conn.execute(
             sa.text("SELECT text, search_text, embedding::text FROM rounds WHERE transcript_id=:t"), {"t": tid}
         ).one()
         conn.execute(sa.text("DELETE FROM rounds WHERE transcript_id=:t"), {"t": tid})  # as before migration 0010
-    report = backfill_rounds(engine, clients.embedder, batch_size=2)
-    assert report.rounds >= 1
-    with engine.connect() as conn:
+    report = backfill_rounds(own_engine, clients.embedder, batch_size=2)
+    # Its own database: the backfill finds this transcript alone, not the done ones other tests left.
+    assert (report.transcripts, report.rounds) == (1, 1)
+    with own_engine.connect() as conn:
         after = conn.execute(
             sa.text(
                 "SELECT text, search_text, 1 - (embedding <=> CAST(:v AS halfvec)) FROM rounds WHERE transcript_id=:t"
@@ -212,8 +215,9 @@ def test_backfill_builds_the_rounds_an_older_release_did_not_write(clients, engi
         assert after[:2] == before[:2]  # the same text and key that distillation wrote
         assert after[2] > 0.9999  # and the same embedding (batching moves the last float digits)
         assert conn.execute(count, {"t": tid}).scalar() == 1
-    backfill_rounds(engine, clients.embedder)  # twice: nothing more
-    with engine.connect() as conn:
+    again = backfill_rounds(own_engine, clients.embedder)  # twice: nothing more
+    assert (again.transcripts, again.rounds) == (0, 0)
+    with own_engine.connect() as conn:
         assert conn.execute(count, {"t": tid}).scalar() == 1
 
 

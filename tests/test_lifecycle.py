@@ -1,5 +1,6 @@
 """Lifecycle transitions on the real database: windows per kind, ttl, pinning, and exactly-once under
-concurrent schedulers."""
+concurrent schedulers. The lifecycle ages every memory of the table, so each test has a database of its own
+(`own_engine`) and its reports count its own rows only."""
 
 from __future__ import annotations
 
@@ -9,10 +10,17 @@ from datetime import UTC, datetime, timedelta
 import sqlalchemy as sa
 
 from hindsight.config import LifecycleSettings
-from hindsight.services.lifecycle import run_lifecycle
+from hindsight.db.engine import session_scope
+from hindsight.services.lifecycle import LifecycleReport, run_lifecycle
 from tests.factories import create_memory
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
+
+
+def _age(engine: sa.Engine, settings: LifecycleSettings, *, now: datetime) -> LifecycleReport:
+    """One lifecycle run in its own unit of work, as the beat task opens it."""
+    with session_scope(engine) as session:
+        return run_lifecycle(session, settings, now=now)
 
 
 def _state(engine: sa.Engine, mid: object) -> str:
@@ -29,53 +37,55 @@ def _audits(engine: sa.Engine, mid: object) -> list[tuple[str, str | None, str]]
     return [(r[0], r[1], r[2]) for r in rows]
 
 
-def test_per_kind_windows_pinning_and_archive(services, engine, namespace) -> None:
+def test_per_kind_windows_pinning_and_archive(own_engine: sa.Engine, namespace: str) -> None:
     settings = LifecycleSettings(stale_after_days={"project": 21, "preference": 90}, default_archive_after_days=30)
     old = NOW - timedelta(days=40)
-    project = create_memory(engine, namespace, kind="project", at=old)
-    preference = create_memory(engine, namespace, kind="preference", at=old)
-    pinned = create_memory(engine, namespace, kind="project", at=old, pinned=True)
+    project = create_memory(own_engine, namespace, kind="project", at=old)
+    preference = create_memory(own_engine, namespace, kind="preference", at=old)
+    pinned = create_memory(own_engine, namespace, kind="project", at=old, pinned=True)
 
-    run_lifecycle(engine, settings, now=NOW)
-    assert _state(engine, project) == "stale"  # 40 days > project's 21
-    assert _state(engine, preference) == "active"  # 40 days < preference's 90
-    assert _state(engine, pinned) == "active"
-    assert _audits(engine, project) == [("state_changed", "active", "stale")]
+    first = _age(own_engine, settings, now=NOW)
+    assert (first.stale, first.archived, first.expired, first.moved) == (1, 0, 0, [project])
+    assert _state(own_engine, project) == "stale"  # 40 days > project's 21
+    assert _state(own_engine, preference) == "active"  # 40 days < preference's 90
+    assert _state(own_engine, pinned) == "active"
+    assert _audits(own_engine, project) == [("state_changed", "active", "stale")]
 
-    run_lifecycle(engine, settings, now=NOW + timedelta(days=31))
-    assert _state(engine, project) == "archived"
-    assert _audits(engine, project)[-1] == ("state_changed", "stale", "archived")
-    assert _state(engine, pinned) == "active"
-
-
-def test_ttl_expiry_archives_unpinned_memories(services, engine, namespace) -> None:
-    expiring = create_memory(engine, namespace, kind="fact", ttl_days=7, at=NOW - timedelta(days=8))
-    fresh = create_memory(engine, namespace, kind="fact", ttl_days=7, at=NOW - timedelta(days=6))
-    pinned = create_memory(engine, namespace, kind="fact", ttl_days=7, pinned=True, at=NOW - timedelta(days=8))
-    report = run_lifecycle(engine, LifecycleSettings(), now=NOW)
-    assert report.expired >= 1
-    assert _state(engine, expiring) == "archived"
-    assert _audits(engine, expiring) == [("ttl_expired", None, "archived")]
-    assert _state(engine, fresh) == "active"
-    assert _state(engine, pinned) == "active"
+    second = _age(own_engine, settings, now=NOW + timedelta(days=31))
+    assert (second.stale, second.archived, second.expired, second.moved) == (0, 1, 0, [project])
+    assert _state(own_engine, project) == "archived"
+    assert _audits(own_engine, project)[-1] == ("state_changed", "stale", "archived")
+    assert _state(own_engine, pinned) == "active"
 
 
-def test_two_schedulers_at_once_move_each_memory_exactly_once(services, engine, namespace) -> None:
+def test_ttl_expiry_archives_unpinned_memories(own_engine: sa.Engine, namespace: str) -> None:
+    expiring = create_memory(own_engine, namespace, kind="fact", ttl_days=7, at=NOW - timedelta(days=8))
+    fresh = create_memory(own_engine, namespace, kind="fact", ttl_days=7, at=NOW - timedelta(days=6))
+    pinned = create_memory(own_engine, namespace, kind="fact", ttl_days=7, pinned=True, at=NOW - timedelta(days=8))
+    report = _age(own_engine, LifecycleSettings(), now=NOW)
+    assert (report.expired, report.stale, report.moved) == (1, 0, [expiring])
+    assert _state(own_engine, expiring) == "archived"
+    assert _audits(own_engine, expiring) == [("ttl_expired", None, "archived")]
+    assert _state(own_engine, fresh) == "active"
+    assert _state(own_engine, pinned) == "active"
+
+
+def test_two_schedulers_at_once_move_each_memory_exactly_once(own_engine: sa.Engine, namespace: str) -> None:
     settings = LifecycleSettings(stale_after_days={"project": 1}, batch_size=7)
-    ids = [create_memory(engine, namespace, kind="project", at=NOW - timedelta(days=5)) for _ in range(40)]
+    ids = [create_memory(own_engine, namespace, kind="project", at=NOW - timedelta(days=5)) for _ in range(40)]
     barrier = threading.Barrier(4)
-    reports = []
+    reports: list[LifecycleReport] = []
 
     def run() -> None:
         barrier.wait()
-        reports.append(run_lifecycle(engine, settings, now=NOW))
+        reports.append(_age(own_engine, settings, now=NOW))
 
     threads = [threading.Thread(target=run) for _ in range(4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert all(_state(engine, i) == "stale" for i in ids)
-    assert all(len(_audits(engine, i)) == 1 for i in ids)
-    moved_here = [m for r in reports for m in r.moved if m in set(ids)]
-    assert sorted(moved_here) == sorted(ids), "each memory moved by exactly one scheduler"
+    assert all(_state(own_engine, i) == "stale" for i in ids)
+    assert all(len(_audits(own_engine, i)) == 1 for i in ids)
+    moved = [m for r in reports for m in r.moved]
+    assert sorted(moved) == sorted(ids), "each memory moved by exactly one scheduler"

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import numpy as np
 import pytest
 import sqlalchemy as sa
 
 from hindsight.config import LifecycleSettings
+from hindsight.db.engine import session_scope
 from hindsight.services.lifecycle import run_lifecycle
 from hindsight.services.reindex import reindex_search_text
 from hindsight.textsearch import SEARCH_VOCAB, memory_search_text
@@ -172,10 +174,10 @@ def _search(engine: sa.Engine, mid: uuid.UUID) -> tuple[str, str | None]:
     return row[0], row[1]
 
 
-def test_reindex_rebuilds_rows_of_another_vocabulary_once(services, engine, namespace) -> None:
-    old = create_memory(engine, namespace, key="user.role", value="User is a nurse", search_text="user role nurse")
+def test_reindex_rebuilds_rows_of_another_vocabulary_once(own_engine: sa.Engine, namespace: str) -> None:
+    old = create_memory(own_engine, namespace, key="user.role", value="User is a nurse", search_text="user role nurse")
     current = create_memory(
-        engine,
+        own_engine,
         namespace,
         key="user.city",
         value="User lives in Leeds",
@@ -183,24 +185,25 @@ def test_reindex_rebuilds_rows_of_another_vocabulary_once(services, engine, name
         search_vocab=SEARCH_VOCAB,
     )
     stale = create_memory(
-        engine, namespace, key="user.pet", value="User has a cat", search_text="x", search_vocab="old-version"
+        own_engine, namespace, key="user.pet", value="User has a cat", search_text="x", search_vocab="old-version"
     )
     two = create_memory(
-        engine, namespace, key="user.pet", value="User has a dog and a son", also_slots=["family"], search_text="x"
+        own_engine, namespace, key="user.pet", value="User has a dog and a son", also_slots=["family"], search_text="x"
     )
-    first = reindex_search_text(engine, batch_size=2)
-    assert first.rebuilt >= 2
-    text, vocab = _search(engine, old)
+    first = reindex_search_text(own_engine, batch_size=2)
+    assert (first.rebuilt, first.batches) == (3, 2)  # old, stale and two; current is left alone
+    text, vocab = _search(own_engine, old)
     assert vocab == SEARCH_VOCAB
     assert "occupation" in text
     assert "nurse" in text
-    assert _search(engine, stale) == (memory_search_text("user.pet", "User has a cat"), SEARCH_VOCAB)
+    assert _search(own_engine, stale) == (memory_search_text("user.pet", "User has a cat"), SEARCH_VOCAB)
     rebuilt = memory_search_text("user.pet", "User has a dog and a son", ["family"])
-    assert _search(engine, two) == (rebuilt, SEARCH_VOCAB)  # the other slot's words survive a reindex
-    assert _search(engine, current) == ("kept as is", SEARCH_VOCAB)  # already current: untouched
-    again = reindex_search_text(engine)
-    assert _search(engine, old)[1] == SEARCH_VOCAB
-    assert again.rebuilt == 0 or all(_search(engine, m)[1] == SEARCH_VOCAB for m in (old, stale))
+    assert _search(own_engine, two) == (rebuilt, SEARCH_VOCAB)  # the other slot's words survive a reindex
+    assert _search(own_engine, current) == ("kept as is", SEARCH_VOCAB)  # already current: untouched
+    again = reindex_search_text(own_engine)
+    assert _search(own_engine, old)[1] == SEARCH_VOCAB
+    assert again.rebuilt == 0
+    assert all(_search(own_engine, m)[1] == SEARCH_VOCAB for m in (old, stale))
 
 
 def test_beat_and_the_cli_run_the_reindex_job(services, engine, namespace) -> None:
@@ -229,15 +232,17 @@ def test_beat_and_the_cli_run_the_reindex_job(services, engine, namespace) -> No
 # --- the lifecycle reads per-slot windows ---------------------------------------------------------------------
 
 
-def test_a_hometown_outlives_its_kinds_window(services, engine, namespace) -> None:
+def test_a_hometown_outlives_its_kinds_window(own_engine: sa.Engine, namespace: str) -> None:
     now = datetime(2026, 6, 1, tzinfo=UTC)
     at = now - timedelta(days=400)
     settings = LifecycleSettings(stale_after_days={"profile": 365})
-    hometown = create_memory(engine, namespace, kind="profile", key="user.hometown", at=at)
-    role = create_memory(engine, namespace, kind="profile", key="user.role", at=at)
-    run_lifecycle(engine, settings, now=now)
-    with engine.connect() as conn:
-        states = dict(
+    hometown = create_memory(own_engine, namespace, kind="profile", key="user.hometown", at=at)
+    role = create_memory(own_engine, namespace, kind="profile", key="user.role", at=at)
+    with session_scope(own_engine) as session:
+        report = run_lifecycle(session, settings, now=now)
+    assert report.moved == [role]
+    with own_engine.connect() as conn:
+        states: dict[Any, str] = dict(
             conn.execute(
                 sa.text("SELECT id, state FROM memories WHERE id IN (:a, :b)"), {"a": hometown, "b": role}
             ).all()

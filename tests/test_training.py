@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from typer.testing import CliRunner
 
 from hindsight.cli import app
@@ -103,6 +104,7 @@ def test_persona_split_is_the_same_for_the_same_persona_in_any_corpus_or_languag
     assert {persona_split([f"persona {i}"]) for i in range(50)} == {"train", "val"}
 
 
+@pytest.mark.slow  # trains the classifier twice: minutes on two busy cores
 def test_one_seeded_command_trains_the_model_and_prints_its_figures(tmp_path: Path) -> None:
     corpus = _corpus(tmp_path / "train")
     runner = CliRunner()

@@ -93,7 +93,8 @@ def run_lifecycle(now: str | None = None) -> dict[str, Any]:
     """Age memories. `now` (ISO 8601) lets operators and tests run the clock forward."""
     settings = get_settings()
     at = datetime.fromisoformat(now) if now else None
-    report = lifecycle.run_lifecycle(get_engine(settings), settings.lifecycle, now=at)
+    with session_scope(get_engine(settings)) as session:
+        report = lifecycle.run_lifecycle(session, settings.lifecycle, now=at)
     return {
         "skipped": report.skipped,
         "stale": report.stale,
@@ -112,8 +113,9 @@ def reindex_memories() -> int:
 def sweep_transcripts() -> int:
     """Re-send accepted transcripts whose message was lost or whose worker died."""
     settings = get_settings()
-    ids = lifecycle.sweep_stuck_transcripts(get_engine(settings), settings.worker)
-    for tid in ids:
+    with session_scope(get_engine(settings)) as session:
+        ids = lifecycle.sweep_stuck_transcripts(session, settings.worker)
+    for tid in ids:  # the claim is committed: a lost message is claimed again by a later sweep
         distill_transcript.delay(str(tid))
     return len(ids)
 

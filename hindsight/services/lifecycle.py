@@ -1,7 +1,8 @@
 """Beat's jobs: age memories (active -> stale -> archived, ttl expiry) and re-send stuck transcripts.
 
-Each job runs in one transaction holding a transaction-scoped advisory lock, and every transition is a
-compare-and-set on the row's state, so two beats running by mistake still move each memory exactly once.
+Each job runs in the caller's unit of work (one transaction: the Celery task or the CLI opens it) holding a
+transaction-scoped advisory lock, and every transition is a compare-and-set on the row's state, so two beats
+running by mistake still move each memory exactly once.
 """
 
 from __future__ import annotations
@@ -11,10 +12,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import structlog
-from sqlalchemy import Engine
 
 from hindsight.config import LifecycleSettings, WorkerSettings
-from hindsight.db.engine import session_scope
+from hindsight.db.engine import Session
 from hindsight.db.repositories import (
     AuditRepository,
     MemoryRepository,
@@ -37,88 +37,88 @@ class LifecycleReport:
     moved: list[uuid.UUID] = field(default_factory=list)
 
 
-def run_lifecycle(engine: Engine, settings: LifecycleSettings, *, now: datetime | None = None) -> LifecycleReport:
+def run_lifecycle(session: Session, settings: LifecycleSettings, *, now: datetime | None = None) -> LifecycleReport:
+    """Move every memory that is due, in batches of `settings.batch_size`; the lock holds until the commit."""
     now = now or datetime.now(UTC)
     report = LifecycleReport()
-    with session_scope(engine) as session:
-        if not try_advisory_xact_lock(session, "lifecycle"):
-            report.skipped = True
-            return report
-        memories = MemoryRepository(session)
-        audit = AuditRepository(session)
-        steps = (
-            ("expired", lambda: memories.expire_ttl(now=now, limit=settings.batch_size), None, "archived"),
-            (
-                "stale",
-                lambda: memories.transition_due(
-                    from_state="active",
-                    to_state="stale",
-                    windows=settings.stale_after_days,
-                    default_days=settings.default_stale_after_days,
-                    key_windows=slot_stale_windows(),
-                    clock_column="last_verified_at",
-                    now=now,
-                    limit=settings.batch_size,
-                ),
-                "active",
-                "stale",
+    if not try_advisory_xact_lock(session, "lifecycle"):
+        report.skipped = True
+        return report
+    memories = MemoryRepository(session)
+    audit = AuditRepository(session)
+    steps = (
+        ("expired", lambda: memories.expire_ttl(now=now, limit=settings.batch_size), None, "archived"),
+        (
+            "stale",
+            lambda: memories.transition_due(
+                from_state="active",
+                to_state="stale",
+                windows=settings.stale_after_days,
+                default_days=settings.default_stale_after_days,
+                key_windows=slot_stale_windows(),
+                clock_column="last_verified_at",
+                now=now,
+                limit=settings.batch_size,
             ),
-            (
-                "archived",
-                lambda: memories.transition_due(
-                    from_state="stale",
-                    to_state="archived",
-                    windows=settings.archive_after_days,
-                    default_days=settings.default_archive_after_days,
-                    clock_column="state_changed_at",
-                    now=now,
-                    limit=settings.batch_size,
-                ),
-                "stale",
-                "archived",
+            "active",
+            "stale",
+        ),
+        (
+            "archived",
+            lambda: memories.transition_due(
+                from_state="stale",
+                to_state="archived",
+                windows=settings.archive_after_days,
+                default_days=settings.default_archive_after_days,
+                clock_column="state_changed_at",
+                now=now,
+                limit=settings.batch_size,
             ),
-        )
-        for name, step, from_state, to_state in steps:
-            while True:
-                moved = step()
-                for memory_id, namespace, third in moved:
-                    audit.add(
-                        memory_id=memory_id,
-                        namespace=namespace,
-                        action="ttl_expired" if name == "expired" else "state_changed",
-                        actor=ACTOR,
-                        from_state=from_state,
-                        to_state=to_state,
-                        detail={"reason": name, "kind": third} if name != "expired" else {"reason": "ttl_days"},
-                        at=now,
-                    )
-                    log.info(
-                        "memory.state_changed",
-                        memory_id=str(memory_id),
-                        namespace=namespace,
-                        to_state=to_state,
-                        reason=name,
-                    )
-                    report.moved.append(memory_id)
-                setattr(report, name, getattr(report, name) + len(moved))
-                if len(moved) < settings.batch_size:
-                    break
+            "stale",
+            "archived",
+        ),
+    )
+    for name, step, from_state, to_state in steps:
+        while True:
+            moved = step()
+            for memory_id, namespace, third in moved:
+                audit.add(
+                    memory_id=memory_id,
+                    namespace=namespace,
+                    action="ttl_expired" if name == "expired" else "state_changed",
+                    actor=ACTOR,
+                    from_state=from_state,
+                    to_state=to_state,
+                    detail={"reason": name, "kind": third} if name != "expired" else {"reason": "ttl_days"},
+                    at=now,
+                )
+                log.info(
+                    "memory.state_changed",
+                    memory_id=str(memory_id),
+                    namespace=namespace,
+                    to_state=to_state,
+                    reason=name,
+                )
+                report.moved.append(memory_id)
+            setattr(report, name, getattr(report, name) + len(moved))
+            if len(moved) < settings.batch_size:
+                break
     if report.moved:
         log.info("lifecycle.completed", stale=report.stale, archived=report.archived, expired=report.expired)
     return report
 
 
 def sweep_stuck_transcripts(
-    engine: Engine, settings: WorkerSettings, *, now: datetime | None = None, limit: int = 500
+    session: Session, settings: WorkerSettings, *, now: datetime | None = None, limit: int = 500
 ) -> list[uuid.UUID]:
-    """Claim accepted/processing transcripts untouched for `sweep_after_seconds`; returns ids to re-send."""
+    """Claim accepted/processing transcripts untouched for `sweep_after_seconds`; returns the ids to re-send
+    once the caller's unit of work has committed the claim."""
     now = now or datetime.now(UTC)
-    with session_scope(engine) as session:
-        if not try_advisory_xact_lock(session, "sweeper"):
-            return []
-        ids = TranscriptRepository(session).claim_stuck(
-            older_than=now - timedelta(seconds=settings.sweep_after_seconds), limit=limit, now=now
-        )
+    if not try_advisory_xact_lock(session, "sweeper"):
+        return []
+    ids = TranscriptRepository(session).claim_stuck(
+        older_than=now - timedelta(seconds=settings.sweep_after_seconds), limit=limit, now=now
+    )
     if ids:
         log.info("transcripts.swept", count=len(ids))
     return ids

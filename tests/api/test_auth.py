@@ -11,6 +11,7 @@ import pytest
 from api.auth import AuthConfigError, Authenticator, Forbidden, Unauthorized, token_digest
 from hindsight.config import AuthSettings, Settings
 from tests.api.conftest import DIGEST_TOKEN, AuthApi
+from tests.conftest import Services
 
 
 def _settings(**kw: Any) -> Settings:
@@ -179,7 +180,8 @@ def test_a_token_for_two_namespaces_sees_each_separately(auth_api: AuthApi, alph
         assert hits == []
 
 
-def test_processes_refuse_to_serve_open_by_mistake(services) -> None:
+@pytest.mark.slow  # starts three API/MCP processes, each of which must refuse to serve
+def test_processes_refuse_to_serve_open_by_mistake(services: Services) -> None:
     import subprocess
     import sys
 

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 
 from tests.conftest import Stack, wait_for
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.fuzz]
 
 ACCEPTED: list[tuple[str, str]] = []
 """(namespace, transcript id) of every 202 the fuzzer got."""

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from tests.conftest import REPO, Services, Stack
 
 DATA = Path(__file__).parent / "data"
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.eval]
 
 
 def run_eval(args: list[str], env: dict[str, str], timeout: float = 240) -> tuple[int, str, str]:

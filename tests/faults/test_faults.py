@@ -37,7 +37,7 @@ from tests.faults.conftest import (
     wait_quiescent,
 )
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.e2e, pytest.mark.faults, pytest.mark.timeout(600)]
 
 N = 100
 """Transcripts per scenario (each with its own canary); the whole suite distils about 900."""

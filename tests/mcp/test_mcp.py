@@ -24,6 +24,9 @@ from mcp_types.version import LATEST_HANDSHAKE_VERSION
 from tests.conftest import REPO, Services
 from tests.mcp.conftest import McpHttp
 
+# Each test talks to a real MCP server process (stdio: one per test; HTTP: one per session): seconds apiece.
+pytestmark = pytest.mark.slow
+
 TOOLS = {
     "memory_search",
     "memory_write",
