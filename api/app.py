@@ -27,7 +27,7 @@ from hindsight.config import Settings, get_settings
 from hindsight.db.engine import get_engine
 from hindsight.errors import InvalidInput, NotFound, TransientError
 from hindsight.logging import configure_logging
-from hindsight.services import memory_ops
+from hindsight.services import privileged_writes
 from pipeline.base import Embedder
 from schemas.inputs import json_safe
 from workers.publisher import CeleryPublisher
@@ -133,8 +133,8 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
         # e.g. a session's pending turns could not be handed over yet: nothing was stored, retry the call.
         return JSONResponse(status_code=503, content={"detail": str(exc)}, headers={"Retry-After": "5"})
 
-    @app.exception_handler(memory_ops.StateConflict)
-    async def _conflict(_: Request, exc: memory_ops.StateConflict) -> JSONResponse:
+    @app.exception_handler(privileged_writes.StateConflict)
+    async def _conflict(_: Request, exc: privileged_writes.StateConflict) -> JSONResponse:
         return JSONResponse(status_code=409, content={"detail": str(exc)})
 
     @app.exception_handler(NotFound)

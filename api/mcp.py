@@ -39,8 +39,8 @@ from hindsight.db.engine import ReadSession, Session, get_engine, read_session, 
 from hindsight.errors import HindsightError, NotFound
 from hindsight.queue import Publisher
 from hindsight.services import erase as erase_service
-from hindsight.services import memories as memory_service
-from hindsight.services import memory_ops
+from hindsight.services import memory_reads as memory_service
+from hindsight.services import privileged_writes
 from hindsight.services.recall import MAX_QUERY_CHARS, MAX_TOP_K, recall_episodes, recall_rounds
 from hindsight.services.recall import recall as recall_service
 from pipeline.base import Embedder
@@ -378,7 +378,7 @@ def _register(server: MCPServer[McpState]) -> None:
         return await _in_session(
             st,
             session_scope,
-            lambda session: memory_ops.write_memory(
+            lambda session: privileged_writes.write_memory(
                 session, ns, write, embedder=st.embedder, settings=st.settings, actor=actor
             ),
         )
@@ -403,7 +403,7 @@ def _register(server: MCPServer[McpState]) -> None:
         return await _in_session(
             st,
             session_scope,
-            lambda session: memory_ops.remember(
+            lambda session: privileged_writes.remember(
                 session, ns, content, metadata or {}, embedder=st.embedder, settings=st.settings, actor=actor
             ),
         )
@@ -426,7 +426,9 @@ def _register(server: MCPServer[McpState]) -> None:
         ns, actor = _resolve(ctx, namespace)
         st = _state(ctx)
         return await _in_session(
-            st, session_scope, lambda session: memory_ops.forget(session, ns, memory_id, actor=actor, reason=reason)
+            st,
+            session_scope,
+            lambda session: privileged_writes.forget(session, ns, memory_id, actor=actor, reason=reason),
         )
 
     @server.tool(
@@ -448,7 +450,7 @@ def _register(server: MCPServer[McpState]) -> None:
         return await _in_session(
             st,
             session_scope,
-            lambda session: memory_ops.verify(session, ns, memory_id, actor=actor, confidence=confidence),
+            lambda session: privileged_writes.verify(session, ns, memory_id, actor=actor, confidence=confidence),
         )
 
     @server.tool(

@@ -720,8 +720,8 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(s) for s in args.sizes.split(",") if s]
 
     from hindsight.db import migrate
-    from hindsight.embedded import start_postgres, stop_postgres
     from hindsight.embeddings import cached_embedder
+    from hindsight.local_servers import start_postgres, stop_postgres
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so `finally` stops the embedded PostgreSQL
     tmp = Path(tempfile.mkdtemp(prefix="hindsight-bench-recall-"))

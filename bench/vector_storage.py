@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     import psycopg
     from pgvector.psycopg import register_vector
 
-    from hindsight.embedded import start_postgres, stop_postgres
+    from hindsight.local_servers import start_postgres, stop_postgres
 
     tmp = Path(tempfile.mkdtemp(prefix="hindsight-bench-vstore-"))
     os.chmod(tmp, 0o755)  # the embedded server runs postgres as its own user when started by root

@@ -24,8 +24,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from sqlalchemy import Engine
 
 from hindsight.config import Settings
-from hindsight.embedded import EmbeddedRedis, start_postgres, start_redis, stop_postgres
 from hindsight.files import PRIVATE_UMASK, open_private, private_dir
+from hindsight.local_servers import EmbeddedRedis, start_postgres, start_redis, stop_postgres
 from schemas.events import TranscriptIn
 
 
@@ -220,7 +220,7 @@ def _wait_distilled(
 
 def _show(engine: Engine, namespaces: list[str], out: Console) -> None:
     from hindsight.db.engine import read_session
-    from hindsight.services.memories import count_rounds, list_episodes, list_memories
+    from hindsight.services.memory_reads import count_rounds, list_episodes, list_memories
     from hindsight.tables import memory_table
 
     with read_session(engine) as session:

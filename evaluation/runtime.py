@@ -120,7 +120,7 @@ def eval_runtime(
         yield Runtime(settings=settings, engine=get_engine(settings), console=console)
         return
 
-    from hindsight.embedded import start_postgres, start_redis, stop_postgres
+    from hindsight.local_servers import start_postgres, start_redis, stop_postgres
 
     scratch = Path(tempfile.mkdtemp(prefix="hindsight-eval-")) if data_dir is None else data_dir
     scratch.mkdir(parents=True, exist_ok=True)

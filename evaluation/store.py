@@ -22,7 +22,7 @@ from schemas.memories import MemoryRead
 SEED_ACTOR = "eval.seed"
 
 # One-line switch: "hybrid" = hindsight.services.recall.recall (what the API's search serves);
-# "vector" = hindsight.services.memories.search_memories (plain cosine).
+# "vector" = hindsight.services.memory_reads.search_memories (plain cosine).
 RETRIEVAL = "hybrid"
 
 
@@ -102,7 +102,7 @@ def write_memories(
     Returns, for each fact, the id of the memory that carries it (a deduplicated fact points at the memory
     it refreshed).
     """
-    from hindsight.services.store import MemoryWriter, lock_namespace, reconcile_in_namespace
+    from hindsight.services.memory_writer import MemoryWriter, lock_namespace, reconcile_in_namespace
     from schemas.pipeline import CandidateFact, EmbeddedFact, MemoryKind, Source
 
     vectors = embedder.embed([v for _, v, _ in facts])
@@ -186,7 +186,7 @@ def retrieve(
             now=now,
         )
         return [Hit(h.memory, h.score, frozenset(t for p in h.provenance for t in p.turn_ids)) for h in result.hits]
-    from hindsight.services.memories import search_memories
+    from hindsight.services.memory_reads import search_memories
 
     found = search_memories(session, namespace, query, embedder=embedder, top_k=top_k)
     prov = provenance_turns(session, [h.memory.id for h in found.hits])

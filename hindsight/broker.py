@@ -11,10 +11,10 @@ from hindsight.errors import NoServer
 def resolve_redis_url(settings: Settings) -> str:
     """The configured Redis, or the embedded one already running in data_dir/redis.
 
-    Starts nothing: the embedded server is started only where asked for (`hindsight.embedded`)."""
+    Starts nothing: the embedded server is started only where asked for (`hindsight.local_servers`)."""
     if settings.redis_url:
         return settings.redis_url
-    from hindsight.embedded import running_redis
+    from hindsight.local_servers import running_redis
 
     url = running_redis(settings.data_dir / "redis")
     if url is None:

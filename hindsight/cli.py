@@ -47,7 +47,7 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
 def _local(*, postgres: bool = True, redis: bool = False) -> Settings:
     """The settings, with the local stack's embedded servers (started if not running) for what is asked
     and not configured: the data commands work on `make run`'s data after it stopped."""
-    from hindsight.embedded import ensure_local_services
+    from hindsight.local_servers import ensure_local_services
 
     return ensure_local_services(get_settings(), postgres=postgres, redis=redis)
 
@@ -240,7 +240,7 @@ def memories(
 ) -> None:
     """List the memories of NAMESPACE."""
     from hindsight.db.engine import get_engine, read_session
-    from hindsight.services.memories import list_memories
+    from hindsight.services.memory_reads import list_memories
 
     with read_session(get_engine(_local())) as session:
         page = list_memories(session, namespace, states=state, kinds=kind, limit=limit)

@@ -79,7 +79,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
     """PostgreSQL (pgserver, pgvector) and Redis (redis-server on a Unix socket), owned by the test run."""
-    from hindsight.embedded import start_postgres, start_redis, stop_postgres
+    from hindsight.local_servers import start_postgres, start_redis, stop_postgres
 
     base = tmp_path_factory.mktemp("services")
     pg_dir = base / "pg"

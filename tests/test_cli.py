@@ -85,7 +85,7 @@ def test_help_lists_every_command() -> None:
 
 
 def test_search_uses_hybrid_recall_within_the_namespace(services: Services, engine: sa.Engine, namespace: str) -> None:
-    from hindsight.clients import Clients
+    from hindsight.collaborators import Clients
     from hindsight.config import get_settings
     from hindsight.db.engine import session_scope
     from hindsight.embeddings import cached_embedder

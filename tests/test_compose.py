@@ -52,7 +52,7 @@ def test_has_the_production_services() -> None:
 def test_postgres_runs_the_major_version_the_tests_run() -> None:
     """Production and the embedded default (which the tests and the eval harness use) run one PostgreSQL major,
     and the data volume sits where that image keeps its data (18 moved it below /var/lib/postgresql)."""
-    from hindsight.embedded import embedded_postgres_major
+    from hindsight.local_servers import embedded_postgres_major
 
     pg = SERVICES["postgres"]
     assert pg["image"].endswith(f"pg{embedded_postgres_major()}")

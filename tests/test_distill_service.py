@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from hindsight.clients import Clients
+from hindsight.collaborators import Clients
 from hindsight.config import Settings, get_settings
 from hindsight.db.engine import session_scope
 from hindsight.embeddings import cached_embedder
@@ -88,7 +88,7 @@ def test_a_round_is_found_by_the_facts_taken_from_it(clients, engine, namespace)
     assert hits[0].keyword == 1.0
     assert [m.value for m in hits[0].memories] == [value]  # the round shows the memory it produced
     assert hits[0].time is None  # the query names no time
-    from hindsight.services.memories import get_memory
+    from hindsight.services.memory_reads import get_memory
 
     with read_session(engine) as session:
         detail = get_memory(session, namespace, hits[0].memories[0].id)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from hindsight.embedded import EMBEDDED_SETTINGS, check_data_dir_version, embedded_postgres_major
+from hindsight.local_servers import EMBEDDED_SETTINGS, check_data_dir_version, embedded_postgres_major
 
 
 def test_the_embedded_server_is_the_major_version_it_says_with_its_settings(engine: sa.Engine) -> None:

@@ -13,7 +13,7 @@ from celery import Task
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from hindsight.broker import resolve_redis_url
-from hindsight.clients import Clients, build_clients
+from hindsight.collaborators import Clients, build_clients
 from hindsight.config import get_settings
 from hindsight.db.engine import get_engine, session_scope
 from hindsight.errors import NotFound, PermanentError, TransientError

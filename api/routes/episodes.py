@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from api.deps import NamespacePath, ReadSessionDep
-from hindsight.services import memories as memory_service
+from hindsight.services import memory_reads as memory_service
 from schemas.memories import EpisodeRead
 
 router = APIRouter(prefix="/v1/namespaces/{namespace}", tags=["memories"])

@@ -9,8 +9,8 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 
 from api.deps import ActorDep, EmbedderDep, NamespacePath, ReadSessionDep, SettingsDep, WriteSessionDep
-from hindsight.services import memories as memory_service
-from hindsight.services import memory_ops
+from hindsight.services import memory_reads as memory_service
+from hindsight.services import privileged_writes
 from schemas.memories import (
     ForgetIn,
     MemoryDetail,
@@ -74,7 +74,7 @@ def write_memory(
 ) -> WriteResult:
     """Write a structured fact. It is reconciled like a distilled fact: a duplicate refreshes, a refinement
     merges, a contradiction is recorded as a conflict (`action` says which)."""
-    return memory_ops.write_memory(session, namespace, body, embedder=embedder, settings=settings, actor=actor)
+    return privileged_writes.write_memory(session, namespace, body, embedder=embedder, settings=settings, actor=actor)
 
 
 @router.post("/remember", status_code=201, response_model=RememberResult, tags=["privileged"])
@@ -87,7 +87,7 @@ def remember(
     actor: ActorDep,
 ) -> RememberResult:
     """Remember free text: the offline extractor's stable facts, or the text itself as one note."""
-    return memory_ops.remember(
+    return privileged_writes.remember(
         session, namespace, body.content, body.metadata, embedder=embedder, settings=settings, actor=actor
     )
 
@@ -101,13 +101,13 @@ def forget(
     body: ForgetIn | None = None,
 ) -> MemoryRead:
     """Soft forget: out of search, context and lists, kept for audit; undo with /unforget."""
-    return memory_ops.forget(session, namespace, memory_id, actor=actor, reason=body.reason if body else None)
+    return privileged_writes.forget(session, namespace, memory_id, actor=actor, reason=body.reason if body else None)
 
 
 @router.post("/memories/{memory_id}/unforget", response_model=MemoryRead, tags=["privileged"])
 def unforget(namespace: NamespacePath, memory_id: uuid.UUID, session: WriteSessionDep, actor: ActorDep) -> MemoryRead:
     """Undo a forget: the memory gets back the state it had."""
-    return memory_ops.unforget(session, namespace, memory_id, actor=actor)
+    return privileged_writes.unforget(session, namespace, memory_id, actor=actor)
 
 
 @router.post("/memories/{memory_id}/verify", response_model=MemoryRead, tags=["privileged"])
@@ -119,4 +119,6 @@ def verify(
     body: VerifyIn | None = None,
 ) -> MemoryRead:
     """Re-confirm: confidence up (capped by source), last_verified_at now, a stale/archived memory revived."""
-    return memory_ops.verify(session, namespace, memory_id, actor=actor, confidence=body.confidence if body else None)
+    return privileged_writes.verify(
+        session, namespace, memory_id, actor=actor, confidence=body.confidence if body else None
+    )

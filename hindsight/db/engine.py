@@ -23,11 +23,11 @@ Session = NewType("Session", ReadSession)
 def resolve_database_url(settings: Settings | None = None) -> str:
     """The configured URL, or the URL of the embedded PostgreSQL already running in data_dir/pg.
 
-    Starts nothing: the embedded server is started only where asked for (`hindsight.embedded`)."""
+    Starts nothing: the embedded server is started only where asked for (`hindsight.local_servers`)."""
     settings = settings or get_settings()
     if settings.database_url:
         return settings.database_url
-    from hindsight.embedded import running_postgres
+    from hindsight.local_servers import running_postgres
 
     url = running_postgres(settings.data_dir / "pg")
     if url is None:

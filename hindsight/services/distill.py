@@ -16,12 +16,12 @@ from datetime import UTC, datetime
 import structlog
 from sqlalchemy import Engine
 
-from hindsight.clients import Clients
+from hindsight.collaborators import Clients
 from hindsight.db.engine import Session, after_commit, session_scope
 from hindsight.db.models import EpisodeRow, TranscriptRow
 from hindsight.db.repositories import EpisodeRepository, RoundRepository, TranscriptRepository
 from hindsight.errors import NotFound
-from hindsight.services.store import MemoryWriter, lock_namespace, reconcile_in_namespace
+from hindsight.services.memory_writer import MemoryWriter, lock_namespace, reconcile_in_namespace
 from hindsight.textsearch import episode_search_text
 from pipeline.rounds import Round, split_rounds
 from schemas.pipeline import Distillation, EmbeddedFact, MemoryState, Transcript, Turn

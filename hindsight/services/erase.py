@@ -48,8 +48,8 @@ from hindsight.db.repositories import (
 )
 from hindsight.errors import NotFound
 from hindsight.queue import Publisher
+from hindsight.services.memory_writer import lock_namespace
 from hindsight.services.sessions import SessionStore, session_store
-from hindsight.services.store import lock_namespace
 from hindsight.textsearch import episode_search_text
 from pipeline.text import has_cjk
 from schemas.memories import EraseResult

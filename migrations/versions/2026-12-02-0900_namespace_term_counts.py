@@ -14,7 +14,7 @@ the writer's transaction, so recall reads a few index rows of its own namespace 
 * TRUNCATE: forgets the table's counts.
 
 Counters are upserted in (namespace, lexeme) order, so two statements never take their row locks in
-opposite orders; writers of one namespace already serialise on its advisory lock (services/store.py).
+opposite orders; writers of one namespace already serialise on its advisory lock (services/memory_writer.py).
 Existing rows are counted here. Plain SQL only: no application code.
 
 Revision ID: 0007_namespace_term_counts

@@ -52,7 +52,7 @@ def llm_worker(
     services: Services, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[ScriptedLLMServer, str, Proc]]:
     """A worker on its own Redis whose language back-end is the OpenAI client pointed at the fake server."""
-    from hindsight.embedded import start_redis
+    from hindsight.local_servers import start_redis
 
     base = tmp_path_factory.mktemp("llm")
     redis = start_redis(base / "redis", persist=False)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from hindsight.embedded import start_postgres, stop_postgres
+from hindsight.local_servers import start_postgres, stop_postgres
 from tests.conftest import free_port
 
 pytestmark = pytest.mark.e2e

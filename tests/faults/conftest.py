@@ -27,7 +27,7 @@ import pytest
 import sqlalchemy as sa
 
 from hindsight.config import Settings
-from hindsight.embedded import EmbeddedRedis, start_postgres, start_redis, stop_postgres
+from hindsight.local_servers import EmbeddedRedis, start_postgres, start_redis, stop_postgres
 from tests.conftest import REPO, Proc, Services, start_proc, wait_for
 
 EMBEDDING_MODEL = "all-MiniLM-L6-v2"
@@ -65,7 +65,7 @@ class FaultServices:
 
     # -- PostgreSQL ------------------------------------------------------------------------------------------
     def _pg_ctl(self, *args: str) -> None:
-        from hindsight.embedded import pg_ctl
+        from hindsight.local_servers import pg_ctl
 
         pg_ctl(self.pg_dir, *args)
 

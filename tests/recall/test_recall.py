@@ -311,7 +311,7 @@ def test_bad_input_raises_invalid_input(session_factory, namespace, embedder, qu
 
 def test_distilled_memory_is_recalled_with_its_provenance(services, engine, namespace, embedder) -> None:
     """Seeded through the real write path: ingest, the offline distiller, reconcile, the memory writer."""
-    from hindsight.clients import Clients
+    from hindsight.collaborators import Clients
     from hindsight.config import get_settings
     from hindsight.db.engine import session_scope
     from hindsight.services.distill import distill_transcript

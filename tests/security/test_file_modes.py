@@ -15,7 +15,7 @@ import pytest
 import structlog
 
 from hindsight.config import get_settings
-from hindsight.embedded import start_redis
+from hindsight.local_servers import start_redis
 from hindsight.logging import configure_logging
 
 

@@ -316,7 +316,7 @@ def test_summary_of_plain_conversation_is_unlabelled() -> None:
 
 
 def test_pasted_scam_email_end_to_end(services, engine, namespace) -> None:
-    from hindsight.clients import Clients
+    from hindsight.collaborators import Clients
     from hindsight.db.engine import session_scope
     from hindsight.embeddings import cached_embedder
     from hindsight.services.context import EPISODES_HEADER, render_context

@@ -1,7 +1,7 @@
 """Privileged writes, the only write paths outside the queue: write, remember, forget/unforget, verify.
 
 - `write_memory` embeds a structured fact and sends it through the same reconcile stage and the same writer
-  as distilled facts (`hindsight.services.store`), never a raw insert.
+  as distilled facts (`hindsight.services.memory_writer`), never a raw insert.
 - `remember` runs free text through the offline extractor (the same rules distillation uses); when those
   find no stable fact, the text (secrets redacted) is kept as one manual `note.*` fact. `metadata.key`
   skips extraction and writes the text under that key.
@@ -27,8 +27,8 @@ from hindsight.db.engine import Session
 from hindsight.db.models import MemoryRow
 from hindsight.db.repositories import AuditRepository, MemoryRepository
 from hindsight.errors import InvalidInput, NotFound
+from hindsight.services.memory_writer import MemoryWriter, lock_namespace, reconcile_in_namespace
 from hindsight.services.redaction import redact_text, redact_tree
-from hindsight.services.store import MemoryWriter, lock_namespace, reconcile_in_namespace
 from pipeline.base import Embedder
 from pipeline.reconcile import SOURCE_CONFIDENCE_CAP
 from pipeline.text import core_negated
