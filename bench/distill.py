@@ -30,7 +30,10 @@ import typer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hindsight.embeddings import UsemEmbedder  # noqa: E402
+try:
+    from pipeline.usem import UsemEmbedder
+except ImportError:  # a commit before pipeline/usem.py (this script also times older commits, in a worktree)
+    from hindsight.embeddings import UsemEmbedder  # type: ignore[attr-defined]  # the old home
 from pipeline.offline import OfflineDistiller  # noqa: E402
 from schemas.pipeline import Distillation, Role, Transcript, Turn  # noqa: E402
 

