@@ -126,15 +126,26 @@ _ANNOTATION_RE = re.compile(
 something the speaker said. Other brackets ("[Redis, Postgres]", redaction markers) stay."""
 
 
+_LOWER_I_RE = re.compile(r"(?<![\w'.-])i(?=(?:'(?:m|ve|d|ll)\b)|\s|[,;!?]|$)|(?<![\w'])(?:im|ive)(?=\s)")
+"""Chat writes the pronoun in lower case ("i'm lactose intolerant", "i moved", "im a nurse"); the rules and
+the classifier read "I". Not "i.e.", not a letter inside a word or a path."""
+
+
+def _casual_pronouns(text: str) -> str:
+    """Typographic apostrophes as plain ones, and the lower-case first person capitalised."""
+    text = text.replace("\u2019", "'").replace("\u2018", "'")
+    return _LOWER_I_RE.sub(lambda m: {"i": "I", "im": "I'm", "ive": "I've"}[m.group(0)], text)
+
+
 def _clean_turn(text: str) -> str:
     # Ingest redacts already; redacting again costs little and keeps values safe for direct callers.
-    return normalize(_ANNOTATION_RE.sub("", redact_secrets(strip_code(text)).text))
+    return normalize(_ANNOTATION_RE.sub("", redact_secrets(strip_code(_casual_pronouns(text))).text))
 
 
 def own_and_quoted(text: str) -> tuple[str, list[str]]:
     """A turn's own words and the material it quotes (pasted e-mails, `>` lines, "she wrote: …"), each cleaned
     as `_clean_turn` cleans. Quoted text is somebody else's: it is kept out of the speaker's facts."""
-    return own_and_shown(_ANNOTATION_RE.sub("", redact_secrets(strip_code(text)).text))
+    return own_and_shown(_ANNOTATION_RE.sub("", redact_secrets(strip_code(_casual_pronouns(text))).text))
 
 
 def _strip_discourse(clause: str) -> str:
@@ -1224,13 +1235,24 @@ def speakers(transcript: Transcript) -> frozenset[str]:
 
 _EN_ASKED_TOPIC_RE = re.compile(
     r"\b(?:what|which) (?:kind|type|sort|brand|model|make) of ([a-z][a-z-]+)\b|"
-    r"\bwhich ([a-z][a-z-]+) (?:do|are|did|would|will|is)\b|"
-    r"\b(?:what|who)(?:'s| is| are|'re) your (favou?rite [a-z-]+(?: [a-z-]+)?)\s*[?]",
+    r"\b(?:which|what) ([a-z][a-z-]+) (?:do|are|did|would|will|is)\b|"
+    r"\b(?:what|who)(?:'s| is| are|'re) your (favou?rite [a-z-]+(?: [a-z-]+)?|[a-z-]+)\s*[?]",
     re.I,
 )
+_EN_ASKED_WHERE_RE = re.compile(
+    r"\bwhere (?:do|did) you (?:live|stay)\b|\bwhere are you (?:based|living|located|staying)\b|"
+    r"\bwhere(?:'s| is) (?:home|your home)\b|(\bwhere (?:are|were) you (?:from|born|raised)\b|"
+    r"\bwhere did you grow up\b)",
+    re.I,
+)
+"""Where the user lives (their city) or comes from (their hometown): what a "where" question about the user asks."""
 _ZH_ASKED_TOPIC_RE = re.compile(
-    r"(?:什么样的|什么类型的|哪种|哪款|哪一款|什么牌子的)([\u4e00-\u9fff]{1,4}?)(?:呢|吗|啊)?[？?]|"
+    r"(?:什么样的|什么类型的|哪种|哪款|哪一款|什么牌子的|哪个|哪一个|哪家|哪所|哪座|什么)([\u4e00-\u9fff]{1,4}?)的?"
+    r"(?:呢|吗|啊|呀)?[？?]|"
     r"[你您](最喜欢的[\u4e00-\u9fff]{1,5}?)是(?:什么|谁|哪[个些种位])"
+)
+_ZH_ASKED_WHERE_RE = re.compile(
+    r"[你您](?:现在)?(?:住在?|在|待在|定居在?)哪(?:里|儿|边)?|[你您](?:是)?哪里人|([你您]老家)"
 )
 _MINE_RE = re.compile(r"^(?:mine is|mine's|mine are|my favou?rite is)\s+|^(?:我的是|我的话是|我最喜欢的是)", re.I)
 """An answer that names only its value ("Mine is the Who", "我的是周杰伦"): the thing is what was just asked."""
@@ -1254,8 +1276,16 @@ def _asked_topic(question: str) -> str | None:
     m = _EN_ASKED_TOPIC_RE.search(last[0])
     if m:
         return (m.group(1) or m.group(2) or m.group(3)).lower()
+    w = _EN_ASKED_WHERE_RE.search(last[0])
+    if w:
+        return "hometown" if w.group(1) else "city"
     z = _ZH_ASKED_TOPIC_RE.search(last[0])
-    return (z.group(1) or z.group(2)) if z else None
+    if z:
+        return z.group(1) or z.group(2)
+    zw = _ZH_ASKED_WHERE_RE.search(last[0])
+    if zw:
+        return "老家" if zw.group(1) or "哪里人" in zw.group(0) else "城市"
+    return None
 
 
 def _with_topic(reply: str, topic: str) -> str:
@@ -1270,13 +1300,55 @@ def _with_topic(reply: str, topic: str) -> str:
             return f"我{'' if topic.startswith('最') else '的'}{topic}是{rest}"
         return f"My {topic} is {rest}"
     if has_cjk(topic):
-        return f"我的{topic}{reply}" if _ZH_BARE_ANSWER_RE.match(reply) else reply
+        if _ZH_BARE_ANSWER_RE.match(reply):
+            return f"我的{topic}{reply}"
+        head = _bare_head(reply)
+        return f"我的{topic}是{reply}" if head and _zh_noun_phrase(head) else reply
     m = _EN_PRONOUN_ANSWER_RE.match(reply)
     if m:
         return f"My {topic} is {reply[m.end() :]}"
     if _EN_BARE_ANSWER_RE.match(reply):  # "Mostly Neovim" -> "My editor is mostly Neovim"
         return f"My {topic} is {reply[:1].lower()}{reply[1:]}"
+    head = _bare_head(reply)
+    if head and _en_noun_phrase(head):  # "leeds, moved last spring" -> "My city is leeds, moved last spring"
+        return f"My {topic} is {reply}"
     return reply
+
+
+_HEAD_RE = re.compile(r"^([^,，.。!！?？;；:：]+)(?:[,，.。!！;；]\s*|$)")
+_EN_NOT_NP_WORDS = (
+    "i i'm i've i'd me my we our you your it it's that that's this they he she there here is am are was were be "
+    "been do does did don't doesn't didn't have has had will would can could should not no nope yes yeah yep "
+    "yup sure ok okay maybe probably perhaps hmm well haha lol thanks thank sorry why what how who when where "
+    "depends kind sort both neither either none nothing something anything all"
+)
+_EN_NOT_NP = frozenset(_EN_NOT_NP_WORDS.split())
+_ZH_NP_FLAGS = ("n", "eng", "m", "q", "a", "b", "j", "x")
+"""jieba part-of-speech flags of a phrase that names a thing: nouns (ns place, nr person, nz other, nt org...),
+Latin words, numerals and measure words, adjectives and distinguishing words ("中型"), abbreviations."""
+
+
+def _bare_head(reply: str) -> str | None:
+    """The reply's first segment (up to the first comma or stop), when one."""
+    m = _HEAD_RE.match(reply.strip())
+    return m.group(1).strip() if m else None
+
+
+def _en_noun_phrase(head: str) -> bool:
+    """A short answer with no verb or pronoun of its own ("leeds", "Python mostly", "a golden retriever"): it
+    names the thing asked for, not a reply about something else ("yeah", "not really", "it depends")."""
+    words = re.findall(r"[\w'+#.-]+", head.lower())
+    return 1 <= len(words) <= 4 and not any(w in _EN_NOT_NP for w in words)
+
+
+def _zh_noun_phrase(head: str) -> bool:
+    """The same for Chinese, by jieba's part-of-speech tags ("成都", "一只柯基", "Java 和 Go")."""
+    import jieba.posseg as pseg
+
+    if len(head) > 12 or re.search(r"[我你您他她它是有在没不]", head):
+        return False
+    words = [(w, flag) for w, flag in pseg.lcut(head) if w.strip()]
+    return bool(words) and all(flag.startswith(_ZH_NP_FLAGS) or w in {"和", "跟", "、"} for w, flag in words)
 
 
 def _here(texts: list[str]) -> str | None:

@@ -740,3 +740,26 @@ def test_a_labelled_line_says_what_its_value_is_of() -> None:
     # A label that names no slot of the registry is no field of a profile.
     assert not _active(extract_facts(_transcript(("user", "Output: 42"))))
     assert not _active(extract_facts(_transcript(("user", "Step 1: install node"))))
+
+
+def test_a_bare_answer_names_the_place_or_thing_asked_about() -> None:
+    """A reply that is only a noun phrase answers the question: the city a "where do you live" asks for, the
+    thing a "which/什么/哪个 X" names. A reply with a verb or pronoun of its own, or a non-answer, is left alone."""
+    asked = ("assistant", "Where are you based these days?")
+    city = extract_facts(_transcript(asked, ("user", "leeds. moved in 2023")))
+    [leeds] = _find(city, "leeds")
+    assert leeds.key == "user.city"
+    assert leeds.value.startswith("User's city is")
+    zh = extract_facts(_transcript(("assistant", "你现在在哪个城市呀？"), ("user", "成都，去年搬过来的")))
+    [chengdu] = _find(zh, "成都")
+    assert chengdu.key == "user.city"
+    assert chengdu.value.startswith("用户的城市是成都")
+    unsure = extract_facts(_transcript(("assistant", "Which editor do you use?"), ("user", "yeah not sure honestly")))
+    assert not _find(unsure, "editor")
+
+
+def test_lower_case_first_person_reads_as_the_user() -> None:
+    facts = extract_facts(_transcript(("user", "i\u2019m lactose intolerant, so no milk in the recipes please")))
+    [diet] = _find(facts, "lactose")
+    assert diet.value.startswith("User is lactose intolerant")
+    assert "i'm" not in diet.value.lower()
