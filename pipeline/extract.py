@@ -708,9 +708,17 @@ def _rewrite_zh(text: str, subject: Subject, team: bool = True) -> str:
     if not subject.is_user and subject.name and out[:1] in {"他", "她"}:
         out = subject.name + out[1:]
     if subject.is_user and "用户" not in out:
-        # "现在改成周末去爬山" reads on with its subject put back; a clause with a subject of its own is quoted.
-        out = ("用户" if has_cjk(out[:1]) and zh_predicate_first(out) else "用户：") + out
+        # "现在改成周末去爬山" reads on with its subject put back; "电脑是 ThinkPad" is the user's computer; any
+        # other clause with a subject of its own is quoted.
+        if has_cjk(out[:1]) and zh_predicate_first(out):
+            out = "用户" + out
+        else:
+            out = ("用户的" if _ZH_OWN_TOPIC_RE.match(out) else "用户：") + out
     return out
+
+
+_ZH_OWN_TOPIC_RE = re.compile(r"^[\u4e00-\u9fff]{1,4}(?:是|叫)(?![不没])")
+"""A short topic and 是/叫 ("电脑是 ThinkPad", "老家是东北的", "猫叫团子"): said by the user, the topic is theirs."""
 
 
 def _rewrite(text: str, subject: Subject, lang: Lang, key: str | None = None) -> str:

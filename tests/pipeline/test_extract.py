@@ -763,3 +763,9 @@ def test_lower_case_first_person_reads_as_the_user() -> None:
     [diet] = _find(facts, "lactose")
     assert diet.value.startswith("User is lactose intolerant")
     assert "i'm" not in diet.value.lower()
+
+
+def test_a_chinese_topic_said_by_the_user_is_theirs() -> None:
+    facts = extract_facts(_transcript(("user", "电脑是 ThinkPad，装的 Arch")))
+    [laptop] = _find(facts, "ThinkPad")
+    assert laptop.value.startswith("用户的电脑是")  # not a quoted "用户：电脑是 ThinkPad"
