@@ -700,6 +700,8 @@ def _rewrite_en(text: str, subject: Subject, team: bool = True) -> str:
 def _rewrite_zh(text: str, subject: Subject, team: bool = True) -> str:
     # "自我" (self-) is not the pronoun 我: park it while the pronouns are rewritten.
     out = text.replace("自我", "自\0").replace("我们家", "用户家")
+    # "我们组/我们公司" is the group the user belongs to: "用户的组", never "用户团队组".
+    out = re.sub(r"(?:我们|咱们)(?=组|团队|部门|公司|项目|小组|学校|班)", "用户的", out)
     we = "用户团队" if team else "用户"
     out = out.replace("咱们", we).replace("我们", we)
     out = out.replace("我的", "用户的").replace("俺", "用户").replace("我", "用户")

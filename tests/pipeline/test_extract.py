@@ -769,3 +769,9 @@ def test_a_chinese_topic_said_by_the_user_is_theirs() -> None:
     facts = extract_facts(_transcript(("user", "电脑是 ThinkPad，装的 Arch")))
     [laptop] = _find(facts, "ThinkPad")
     assert laptop.value.startswith("用户的电脑是")  # not a quoted "用户：电脑是 ThinkPad"
+
+
+def test_the_users_group_is_theirs_not_a_team_of_teams() -> None:
+    [gateway] = _find(extract_facts(_transcript(("user", "我们组是做支付网关的，我在组里写 Go"))), "支付网关")
+    assert "用户的组" in gateway.value
+    assert "用户团队组" not in gateway.value
