@@ -226,7 +226,26 @@ def _attributed(clause: str) -> str:
         ):
             return clause
         return "我" + clause
+    third = _EN_THIRD_RE.match(clause)
+    if third:  # "she's a pediatric nurse" fills for her the slot "I'm a pediatric nurse" fills for the speaker
+        verb = third.group(1) or ""
+        first = {"'s": "I'm", " is": "I'm", " has": "I have", " was": "I was", " doesn't": "I don't"}.get(verb.lower())
+        return f"{first or 'I ' + _first_person_verb(third.group(2))}{clause[third.end() :]}"
     return "I " + clause if _DROPPED_I_RE.match(clause) and len(clause.split()) >= 3 else clause
+
+
+_EN_THIRD_RE = re.compile(
+    r"^(?:he|she)(?:('s| is| has| was| doesn't)|\s+(?!always\b|sometimes\b|perhaps\b)([a-z]+s)\b)", re.I
+)
+
+
+def _first_person_verb(verb: str) -> str:
+    """ "plays" -> "play", "studies" -> "study", "watches" -> "watch" (the speaker's form of a verb)."""
+    if verb.endswith("ies") and len(verb) > 4:
+        return verb[:-3] + "y"
+    if verb.endswith(("ches", "shes", "xes", "sses", "oes")):
+        return verb[:-2]
+    return verb[:-1] if verb.endswith("s") and not verb.endswith("ss") else verb
 
 
 _ZH_REACTION_RE = re.compile(r"^(?:听起来|看起来|看上去|似乎|好像)")
@@ -677,6 +696,10 @@ def _third_person_verb(verb: str) -> str:
     return verb + "s"
 
 
+_RELATION_NOUN = {r: r.replace("_in_", "-in-").replace("_", " ") for r in set(lx.EN_RELATIONS.values())}
+"""A relation as an English noun ("mother_in_law" -> "mother-in-law", "business_partner" -> "business partner")."""
+
+
 def _rewrite_en(text: str, subject: Subject, team: bool = True) -> str:
     # "My wife and I have…": a plural subject, so "have" stays as it is.
     out = re.sub(r"^(?:[Mm]y|[Oo]ur) (\w+(?: \w+)?),? and I\b", r"The user's \1 and the user", text)
@@ -690,6 +713,9 @@ def _rewrite_en(text: str, subject: Subject, team: bool = True) -> str:
     out = out.replace("\x02", "the user's team").replace("\x03", "the user")
     if not subject.is_user and subject.name:
         out = re.sub(r"^(?:she|he)\b", subject.name, out, flags=re.I)
+    elif not subject.is_user and subject.relation in _RELATION_NOUN:
+        # "she only speaks Spanish" of a mother-in-law named nowhere: "The user's mother-in-law only speaks …"
+        out = re.sub(r"^(?:she|he)\b", f"the user's {_RELATION_NOUN[subject.relation]}", out, flags=re.I)
     if subject.is_user and not re.search(r"\b[Uu]ser\b|\bthe user\b", out):
         # "Took up rowing in spring": the speaker left out is the subject ("User took up rowing …").
         out = f"User {out[:1].lower()}{out[1:]}" if _IMPLIED_I_RE.match(out) else "User: " + out
@@ -830,9 +856,12 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
             break  # the condition and its consequence are not the case
         if _MINE_RE.match(clause):
             continue  # "Mine is Icky Thump" after no question: what it is the speaker's favourite of is not said
+        clause = _as_self_description(clause)
         if _is_question(clause) or _is_time_bound(clause) or _UNSURE_RE.search(clause) or _ASSIGNMENT_RE.match(clause):
+            _note_people(clause, ctx)
             continue
         if _is_request(clause) and not (explicit or _is_standing(clause) or _is_decision(clause)):
+            _note_people(clause, ctx)
             continue  # "let's go with Riverpod" is a decision, not a request
         if ctx.speaker is not None and _addresses_other(clause, ctx):
             continue
@@ -896,6 +925,35 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         sep = "，" if has_cjk(core) else ", "
         also = [] if attr is IDENTITY else _also_slots(core, attr, ctx.judge)
         _add(ctx, key, kind, sep.join(clauses), turn, c, subj, lang, negated=negated, also=also)
+
+
+_AS_A_RE = re.compile(r"^as (?:(an?) ([\w' -]+)|someone (?:with|who has) ([\w' -]+))$", re.I)
+
+
+def _as_self_description(clause: str) -> str:
+    """ "As a nurse, …" / "as someone with celiac disease, …": the lead describes the speaker ("I'm a nurse",
+    "I have celiac disease"), whatever the rest of the sentence asks."""
+    m = _AS_A_RE.match(clause)
+    if m is None:
+        return clause
+    return f"I'm {m.group(1)} {m.group(2)}" if m.group(1) else f"I have {m.group(3)}"
+
+
+_EN_REL_INSIDE_RE = re.compile(
+    r"\bmy (?:[\w-]+ ){0,3}?("
+    + "|".join(sorted((re.escape(r) for r in lx.EN_RELATIONS), key=len, reverse=True))
+    + r")\b(?:,? (?:named |called )?(?-i:([A-Z][a-z]+)))?",
+    re.I,
+)
+
+
+def _note_people(clause: str, ctx: _Context) -> None:
+    """A question or request that names a person ("write a story for my 5 year old son Leo") states nothing to
+    keep, but "he" in what follows is that person."""
+    m = None if has_cjk(clause) else _EN_REL_INSIDE_RE.search(clause)
+    if m is not None:
+        name = m.group(2) if m.group(2) and m.group(2) not in _EN_NOT_NAMES else None
+        _register(ctx, Subject(lx.EN_RELATIONS[m.group(1).lower()], name))
 
 
 _ASSIGNMENT_RE = re.compile(r"^[A-Za-z_][\w.\-]*\s*=")

@@ -76,6 +76,9 @@ _ZH_CLAUSE_RE = re.compile(r"[，,、]\s*|(?<!\[REDACTED)[：:]\s*|(?<!\s)\s+[�
 _EN_CLAUSE_RE = re.compile(
     r",\s+(?:but|so|though|although)\s+|,\s+(?=(?:and I|and we|and my|because|since|while|which)\b)"
     r"|,\s+(?=(?:I|I'm|I've|I'd|I'll|we|we're|my|our|she|he|they|it's|it is|that's|that is)\b)"
+    # "I'm a PhD student at UCSD, can you help me …?": the question after the comma is a clause of its own.
+    r"|,\s+(?=(?:can|could|would|will|do|does|did|is|are|should|shall|any|what|what's|how|why|where|when|which|"
+    r"who|please)\s)"
     r"|(?<!\s)\s+(?:but|though|although)\s+(?=\w)"
     r"|(?:(?<!\s)\s+)?:\s+|(?<!\s)\s+[—–-]{1,2}\s+|—"
 )

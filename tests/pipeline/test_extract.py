@@ -775,3 +775,22 @@ def test_the_users_group_is_theirs_not_a_team_of_teams() -> None:
     [gateway] = _find(extract_facts(_transcript(("user", "我们组是做支付网关的，我在组里写 Go"))), "支付网关")
     assert "用户的组" in gateway.value
     assert "用户团队组" not in gateway.value
+
+
+def test_facts_said_inside_a_request_are_kept() -> None:
+    """Real traffic states facts on the way to a request: the fact is kept, the request is not."""
+    phd = extract_facts(_transcript(("user", "I'm a PhD student in marine biology at UCSD, can you help me plan?")))
+    [student] = _find(phd, "PhD")
+    assert "help" not in student.value
+    [celiac] = _find(
+        extract_facts(_transcript(("user", "as someone with celiac disease, is this safe for me?"))), "celiac"
+    )
+    assert celiac.value == "User has celiac disease"
+    # A person named in a request is who "he" / "she" is in what follows.
+    story = extract_facts(_transcript(("user", "write a bedtime story for my son Leo, he's obsessed with dinosaurs")))
+    [leo] = _find(story, "dinosaurs")
+    assert leo.key.startswith("son:leo.")
+    [inlaw] = _find(
+        extract_facts(_transcript(("user", "translate this for my mother-in-law, she only speaks Spanish"))), "Spanish"
+    )
+    assert inlaw.value.startswith("The user's mother-in-law")
