@@ -216,6 +216,8 @@ def _attributed(clause: str) -> str:
     """The clause as its speaker means it: Chinese drops the subject ("现在改成周末去爬山") and chat English
     often does ("Took up rowing in spring"); a user turn's subject-less clause is the speaker's own."""
     if has_cjk(clause):
+        if clause[:1] in {"他", "她"} and clause[1:2] not in {"们", "人"}:
+            return "我" + clause[1:]  # "她只会说粤语" fills for her the slot "我只会说粤语" fills for the speaker
         # A bare fragment ("税法", "无聊") is too little to say who or what it is about, and a clause that
         # opens with its own subject ("那家店的面很好吃") is about that subject.
         if (
@@ -570,6 +572,8 @@ def _is_person_name(word: str) -> bool:
     """jieba's part-of-speech tag decides whether 老王/方向/白天 is a person's name."""
     import jieba.posseg as pseg
 
+    if len(word) == 2 and word[0] == word[1] and word[0] not in "常刚渐慢偏天人":
+        return True  # a doubled pet name ("乐乐", "豆豆"), as children and pets are called; not 常常/刚刚/渐渐
     tokens = pseg.lcut(word)
     return (
         len(tokens) == 1
@@ -696,6 +700,8 @@ def _third_person_verb(verb: str) -> str:
     return verb + "s"
 
 
+_ZH_RELATION_NOUN = {relation: word for word, relation in reversed(lx.ZH_RELATIONS.items())}
+"""A relation as a Chinese noun: the first word the lexicon lists for it ("husband" -> "老公")."""
 _RELATION_NOUN = {r: r.replace("_in_", "-in-").replace("_", " ") for r in set(lx.EN_RELATIONS.values())}
 """A relation as an English noun ("mother_in_law" -> "mother-in-law", "business_partner" -> "business partner")."""
 
@@ -733,8 +739,11 @@ def _rewrite_zh(text: str, subject: Subject, team: bool = True) -> str:
     out = out.replace("我的", "用户的").replace("俺", "用户").replace("我", "用户")
     out = re.sub(r"用户(?=(?:" + _ZH_REL_WORDS + r"))", "用户的", out)
     out = re.sub(r"(?<!嘻)[哈呀啦嘛哦喔呗]+$", "", out).strip(" ，,。").replace("\0", "我")
-    if not subject.is_user and subject.name and out[:1] in {"他", "她"}:
-        out = subject.name + out[1:]
+    if not subject.is_user and out[:1] in {"他", "她"} and out[1:2] not in {"们", "人"}:
+        if subject.name:
+            out = subject.name + out[1:]
+        elif subject.relation in _ZH_RELATION_NOUN:  # "她只会说粤语" of a mother-in-law: "用户的婆婆只会说粤语"
+            out = f"用户的{_ZH_RELATION_NOUN[subject.relation]}{out[1:]}"
     if subject.is_user and "用户" not in out:
         # "现在改成周末去爬山" reads on with its subject put back; "电脑是 ThinkPad" is the user's computer; any
         # other clause with a subject of its own is quoted.
@@ -857,11 +866,10 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         if _MINE_RE.match(clause):
             continue  # "Mine is Icky Thump" after no question: what it is the speaker's favourite of is not said
         clause = _as_self_description(clause)
+        _note_people(clause, ctx)  # "I live with my husband, he's a doctor": "he" is the husband
         if _is_question(clause) or _is_time_bound(clause) or _UNSURE_RE.search(clause) or _ASSIGNMENT_RE.match(clause):
-            _note_people(clause, ctx)
             continue
         if _is_request(clause) and not (explicit or _is_standing(clause) or _is_decision(clause)):
-            _note_people(clause, ctx)
             continue  # "let's go with Riverpod" is a decision, not a request
         if ctx.speaker is not None and _addresses_other(clause, ctx):
             continue
@@ -928,11 +936,15 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
 
 
 _AS_A_RE = re.compile(r"^as (?:(an?) ([\w' -]+)|someone (?:with|who has) ([\w' -]+))$", re.I)
+_ZH_AS_A_RE = re.compile(r"^作为(?:一[个名位只])?([\u4e00-\u9fffA-Za-z]{1,12}?)(的人)?$")
 
 
 def _as_self_description(clause: str) -> str:
-    """ "As a nurse, …" / "as someone with celiac disease, …": the lead describes the speaker ("I'm a nurse",
-    "I have celiac disease"), whatever the rest of the sentence asks."""
+    """ "As a nurse, …" / "as someone with celiac disease, …" / "作为一个乳糖不耐的人，…": the lead describes the
+    speaker ("I'm a nurse", "I have celiac disease", "我乳糖不耐"), whatever the rest of the sentence asks."""
+    z = _ZH_AS_A_RE.match(clause)
+    if z is not None:
+        return f"我{z.group(1)}" if z.group(2) else f"我是{z.group(1)}"
     m = _AS_A_RE.match(clause)
     if m is None:
         return clause
@@ -948,12 +960,21 @@ _EN_REL_INSIDE_RE = re.compile(
 
 
 def _note_people(clause: str, ctx: _Context) -> None:
-    """A question or request that names a person ("write a story for my 5 year old son Leo") states nothing to
-    keep, but "he" in what follows is that person."""
-    m = None if has_cjk(clause) else _EN_REL_INSIDE_RE.search(clause)
+    """The person a clause names after its start ("write a story for my 5 year old son Leo", "给我儿子乐乐讲个
+    故事", "I live with my husband") is who "he" / "他" is in what follows, even when the clause itself is a
+    question or a request and states nothing to keep."""
+    if has_cjk(clause):
+        z = _ZH_REL_INSIDE_RE.search(clause)
+        if z is not None:
+            _register(ctx, Subject(lx.ZH_RELATIONS[z.group(1)], _zh_name_after(clause[z.end() :])))
+        return
+    m = _EN_REL_INSIDE_RE.search(clause)
     if m is not None:
         name = m.group(2) if m.group(2) and m.group(2) not in _EN_NOT_NAMES else None
         _register(ctx, Subject(lx.EN_RELATIONS[m.group(1).lower()], name))
+
+
+_ZH_REL_INSIDE_RE = re.compile(r"(?:我的?|俺的?)(" + "|".join(sorted(lx.ZH_RELATIONS, key=len, reverse=True)) + r")")
 
 
 _ASSIGNMENT_RE = re.compile(r"^[A-Za-z_][\w.\-]*\s*=")

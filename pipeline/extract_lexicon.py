@@ -75,6 +75,35 @@ ZH_RELATIONS: dict[str, str] = {
     "外公": "grandparent",
     "外婆": "grandparent",
     "队友": "teammate",
+    "男友": "partner",
+    "女友": "partner",
+    "未婚夫": "partner",
+    "未婚妻": "partner",
+    "婆婆": "mother_in_law",
+    "岳母": "mother_in_law",
+    "丈母娘": "mother_in_law",
+    "公公": "father_in_law",
+    "岳父": "father_in_law",
+    "老丈人": "father_in_law",
+    "舅舅": "uncle",
+    "叔叔": "uncle",
+    "伯伯": "uncle",
+    "姑姑": "aunt",
+    "阿姨": "aunt",
+    "小姨": "aunt",
+    "表哥": "cousin",
+    "表姐": "cousin",
+    "表弟": "cousin",
+    "表妹": "cousin",
+    "堂哥": "cousin",
+    "堂姐": "cousin",
+    "侄子": "nephew",
+    "外甥": "nephew",
+    "侄女": "niece",
+    "外甥女": "niece",
+    "邻居": "neighbor",
+    "医生": "doctor",
+    "师父": "mentor",
 }
 EN_RELATIONS: dict[str, str] = {
     "son": "son",
@@ -197,7 +226,9 @@ EN_REQUEST = re.compile(
     r"pls|help me|give me|write|make|show|tell me|let's|convert|draft|add|swap|remove|pull up|check|find|"
     r"summari[sz]e|explain|suggest|list|translate|fix|generate|read|compare|recommend|plan|create|build me|"
     r"send|book|update|look up|search|"
-    r"any tips|what's|whats|here's|here is)\b",
+    r"any tips|what's|whats|here's|here is|"
+    r"(?:i )?(?:need|want|would like|'d like) (?:some )?(?:help|advice|ideas|tips|a hand)|"
+    r"(?:i'm |i am )?looking for (?:some )?(?:help|advice|ideas|tips|a way))\b",
     re.I,
 )
 ZH_QUESTION = re.compile(

@@ -794,3 +794,18 @@ def test_facts_said_inside_a_request_are_kept() -> None:
         extract_facts(_transcript(("user", "translate this for my mother-in-law, she only speaks Spanish"))), "Spanish"
     )
     assert inlaw.value.startswith("The user's mother-in-law")
+
+
+def test_he_and_she_are_the_relative_named_last() -> None:
+    """A relative named inside a clause (or a request) is who the next 他/她/he/she is."""
+    husband = extract_facts(_transcript(("user", "I live with my husband, he is a doctor")))
+    [doctor] = _find(husband, "doctor")
+    assert doctor.key.startswith("husband.")
+    assert doctor.value == "The user's husband is a doctor"
+    zh = extract_facts(_transcript(("user", "帮我翻译一下给我婆婆，她只会说粤语")))
+    [cantonese] = _find(zh, "粤语")
+    assert cantonese.key.startswith("mother_in_law.")
+    assert cantonese.value == "用户的婆婆只会说粤语"
+    son = extract_facts(_transcript(("user", "给我儿子乐乐讲个睡前故事吧，他五岁，特别迷恐龙")))
+    assert all(f.key.startswith("son:乐乐.") for f in _find(son, "恐龙") + _find(son, "五岁"))
+    assert _find(son, "恐龙")
