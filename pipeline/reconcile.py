@@ -162,6 +162,34 @@ def _salient(text: str) -> set[str]:
     return {w for w in out if w and w not in {"user", "user's"}}
 
 
+_LIGHT_WORDS_TEXT = (
+    "live lives living lived based work works working worked job use uses using used prefer prefers preferred "
+    "like likes liked love loves loved enjoy enjoys is am are was were be been being has have had do does did "
+    "now currently still also really mostly usually always since main mainly primarily full time part "
+    "这边 那边 现在 目前 一直 主要 平时 工作 生活"
+)
+_LIGHT_WORDS = frozenset(_LIGHT_WORDS_TEXT.split())
+"""Words that say how a value is held, not which value it is ("lives in", "works as", "现在")."""
+_ZH_SPECIFIC_FLAGS = ("n", "eng", "vn", "j", "nz")
+
+
+def _specifics(text: str, key: str) -> set[str]:
+    """What makes a one-value slot's value this value: its names and numbers (`_salient`) and its content words
+    ("backend engineer" vs "engineering manager", "后端 工程师" vs "技术 经理"), less the words of the slot's topic
+    ("editor", "工作") and the words that only say how the value is held ("lives in", "works as")."""
+    slot = key_slot(key)
+    topic = {*slot.en, *slot.aliases, *slot.zh} if slot else set()
+    t = _SUBJECT_WORDS_RE.sub(" ", normalize(text))
+    words = {_stem(w) for w in content_tokens(re.sub(r"[\u3400-\u9fff]+", " ", t)) if w not in _LIGHT_WORDS}
+    words -= {_stem(w) for w in topic}
+    if has_cjk(t):
+        import jieba.posseg as pseg
+
+        words |= {w for w, f in pseg.lcut(t) if f.startswith(_ZH_SPECIFIC_FLAGS) and len(w) >= 2}
+        words -= topic | _LIGHT_WORDS
+    return _salient(text) | {w for w in words if w and w not in {"user", "user's"}}
+
+
 def _shares_salient(old: set[str], new: set[str]) -> bool:
     # "Postgres" and "PostgreSQL" are the same product: a shared prefix of 5+ letters counts.
     return any(a == b or (min(len(a), len(b)) >= 5 and (a.startswith(b) or b.startswith(a))) for a in old for b in new)
@@ -360,8 +388,14 @@ def _same_key_decision(
         single = _single_valued(mem.key)
         dropped = {w for w in old_sal if not _shares_salient({w}, new_sal)}
         # One value at a time, and the new value names something else instead of the old specifics
-        # ("editor is Vim" -> "editor is Emacs"): shared template words do not make it a refinement.
+        # ("editor is Vim" -> "editor is Emacs", "a backend engineer" -> "the engineering manager"): shared
+        # template words do not make it a refinement.
         replaced = single and bool(fresh) and bool(dropped)
+        slot = key_slot(mem.key)
+        if single and not replaced and slot is not None and slot.named_value:
+            old_spec, new_spec = _specifics(mem.value, mem.key), _specifics(fact.value, fact.key)
+            fresh_spec = {w for w in new_spec if not _shares_salient({w}, old_spec)}
+            replaced = bool(fresh_spec) and any(not _shares_salient({w}, new_spec) for w in old_spec)
         related = (
             _overlap(mem.value, fact.value) >= REFINEMENT_OVERLAP
             or _shares_salient(old_sal, new_sal)

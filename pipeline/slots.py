@@ -46,6 +46,10 @@ class Slot:
     """Whom the slot can describe: the user, another named person, the user's team, a project."""
     stale_after_days: int | None = None
     """Days without re-confirmation before an active memory of this slot turns stale; None: its kind's window."""
+    named_value: bool = True
+    """Whether a value names one thing (a city, an employer, a job, an editor), so that a one-value slot's new
+    value that drops the old value's words replaces it; False for values that describe in free words (working
+    hours, how to answer), which a paraphrase restates with other words."""
 
 
 def _w(text: str) -> tuple[str, ...]:
@@ -240,6 +244,7 @@ SLOTS: tuple[Slot, ...] = (
         _w("schedule hours shift shifts available"),
         _w("作息 时间 班 上班时间"),
         _w("hours shift shifts availability"),
+        named_value=False,
     ),
     Slot(
         "goal",
@@ -373,6 +378,7 @@ SLOTS: tuple[Slot, ...] = (
         _w("answers answer style format reply replies responses"),
         _w("回答 回复 格式 风格"),
         _w("style answer answers reply response format communication"),
+        named_value=False,
     ),
     Slot(
         "instruction",

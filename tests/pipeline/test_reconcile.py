@@ -215,3 +215,22 @@ def test_single_valued_key_with_a_new_value_is_still_a_conflict() -> None:
     old = mem("user.city", "User lives in Lisbon", 0)
     [op] = reconcile([fact("user.city", "User lives in Porto", 40)], [old], dedupe_threshold=T)
     assert op.action == "conflict"
+
+
+def test_a_one_value_slot_whose_new_value_drops_the_old_words_is_contradicted() -> None:
+    """Job titles and other named values are common nouns as often as names: "a backend engineer" and "the
+    engineering manager" are two values of one role, not one refined; a paraphrase that keeps the old value's
+    words, or a free-worded slot (how to answer), is not."""
+    old = mem("user.role", "User is a backend engineer", 0)
+    new = "Since the user's promotion User is the engineering manager for the platform team"
+    [op] = reconcile([fact("user.role", new, 40)], [old], dedupe_threshold=T)
+    assert op.action == "conflict"
+    zh = mem("user.role", "用户是后端工程师", 0)
+    [op] = reconcile([fact("user.role", "升职以后用户做技术经理了", 40)], [zh], dedupe_threshold=T)
+    assert op.action == "conflict"
+    city = mem("user.city", "User lives in Boston", 0)
+    [op] = reconcile([fact("user.city", "User is based in Boston, near the harbor", 40)], [city], dedupe_threshold=T)
+    assert op.action == "merge"
+    style = mem("user.answer_style", "用户希望回答简洁，先给结论再解释", 0)
+    [op] = reconcile([fact("user.answer_style", "第一句话就给答案，原因放后面", 40)], [style], dedupe_threshold=T)
+    assert op.action != "conflict"
