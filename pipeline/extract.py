@@ -105,6 +105,8 @@ class _Context:
     """When the conversation happened: relative time in a value ("last week", "上个月") is resolved against it."""
     judge: SlotJudge = field(default_factory=default_judge)
     """The learned decision: does a clause state a stable fact, and which slot does it fill."""
+    asked: list[str] = field(default_factory=list)
+    """The current turn's questions and requests: what a change that names only its old value moved to."""
 
 
 # --- small helpers ---------------------------------------------------------------------------------------
@@ -868,9 +870,12 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         clause = _as_self_description(clause)
         _note_people(clause, ctx)  # "I live with my husband, he's a doctor": "he" is the husband
         if _is_question(clause) or _is_time_bound(clause) or _UNSURE_RE.search(clause) or _ASSIGNMENT_RE.match(clause):
+            ctx.asked.append(clause)
             continue
         if _is_request(clause) and not (explicit or _is_standing(clause) or _is_decision(clause)):
+            ctx.asked.append(clause)
             continue  # "let's go with Riverpod" is a decision, not a request
+        clause = _with_destination(clause, ctx)
         if ctx.speaker is not None and _addresses_other(clause, ctx):
             continue
         if _FREQUENCY_ONLY_RE.match(clause):
@@ -933,6 +938,37 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         sep = "，" if has_cjk(core) else ", "
         also = [] if attr is IDENTITY else _also_slots(core, attr, ctx.judge)
         _add(ctx, key, kind, sep.join(clauses), turn, c, subj, lang, negated=negated, also=also)
+
+
+_EN_FROM_ONLY_RE = re.compile(
+    r"\b(?:moved|switched|came|migrated|converted|changed)(?: over| across| back)? from ([A-Za-z][\w+#.\-]*)"
+    r"(?![\w+#.\-]* (?:to|for|into)\b)",
+    re.I,
+)
+_ZH_FROM_ONLY_RE = re.compile(r"从\s*([A-Za-z][\w+#.\-]*|[\u4e00-\u9fff]{2,6}?)\s*(?:换|转|迁|搬|切)(?:过来|回来)")
+_TERM_RE = re.compile(r"(?<![\w'])[A-Za-z][\w+#.\-]*[\w+#]")
+
+
+def _with_destination(clause: str, ctx: _Context) -> str:
+    """ "how do I set up LSP in neovim? I moved over from vscode": a change that names only what it left
+    moved to what the same turn asks about, when one term there fills the same slot as the old value does
+    ("neovim" and "vscode": both an editor). The clause then says both ("moved over from vscode to neovim")."""
+    m = _EN_FROM_ONLY_RE.search(clause) or _ZH_FROM_ONLY_RE.search(clause)
+    if m is None or not ctx.asked:
+        return clause
+    old = m.group(1)
+    was = ctx.judge.slot(f"I use {old}")
+    if was is None:
+        return clause
+    terms = [
+        t for q in ctx.asked for t in _TERM_RE.findall(q) if t.lower() != old.lower() and t.lower() not in _GENERIC_EN
+    ]
+    same = [t for t in dict.fromkeys(terms) if ctx.judge.slot(f"I use {t}") is was]
+    if len(same) != 1:
+        return clause  # none, or several the change could be to
+    if m.re is _ZH_FROM_ONLY_RE:
+        return clause[: m.start()] + f"从{old}换到{same[0]}" + clause[m.end() :]
+    return clause[: m.end()] + f" to {same[0]}" + clause[m.end() :]
 
 
 _AS_A_RE = re.compile(r"^as (?:(an?) ([\w' -]+)|someone (?:with|who has) ([\w' -]+))$", re.I)
@@ -1633,6 +1669,7 @@ def extract_facts(transcript: Transcript, judge: SlotJudge | None = None) -> lis
         if not text:
             continue
         ctx.speaker = turn.name.strip() if ctx.participants and turn.name else None
+        ctx.asked = []
         for vendor in _credential_vendors(turn.content):  # names only: no value is ever read
             _add(ctx, "user.stack", MemoryKind.preference, f"I use {vendor}", turn, 0.6, USER, "en")
         if last_assistant is not None and reply_kind(text) == "confirm":

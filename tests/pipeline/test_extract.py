@@ -809,3 +809,14 @@ def test_he_and_she_are_the_relative_named_last() -> None:
     son = extract_facts(_transcript(("user", "给我儿子乐乐讲个睡前故事吧，他五岁，特别迷恐龙")))
     assert all(f.key.startswith("son:乐乐.") for f in _find(son, "恐龙") + _find(son, "五岁"))
     assert _find(son, "恐龙")
+
+
+def test_a_change_that_names_only_what_it_left_moved_to_what_the_turn_asks_about() -> None:
+    en = extract_facts(_transcript(("user", "how do I set up LSP for rust in neovim? I moved over from vscode in May")))
+    [editor] = _find(en, "vscode")
+    assert editor.key == "user.editor"
+    assert "vscode to neovim" in editor.value
+    assert editor.supersedes_previous
+    zh = extract_facts(_transcript(("user", "Neovim 里怎么配 Rust 的 LSP？我上个月从 vscode 换过来的")))
+    [editor_zh] = _find(zh, "vscode")
+    assert "换到Neovim" in editor_zh.value
