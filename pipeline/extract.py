@@ -747,12 +747,9 @@ def _rewrite_zh(text: str, subject: Subject, team: bool = True) -> str:
         elif subject.relation in _ZH_RELATION_NOUN:  # "她只会说粤语" of a mother-in-law: "用户的婆婆只会说粤语"
             out = f"用户的{_ZH_RELATION_NOUN[subject.relation]}{out[1:]}"
     if subject.is_user and "用户" not in out:
-        # "现在改成周末去爬山" reads on with its subject put back; "电脑是 ThinkPad" is the user's computer; any
-        # other clause with a subject of its own is quoted.
-        if has_cjk(out[:1]) and zh_predicate_first(out):
-            out = "用户" + out
-        else:
-            out = ("用户的" if _ZH_OWN_TOPIC_RE.match(out) else "用户：") + out
+        # "现在改成周末去爬山" reads on with its subject put back; "电脑是 ThinkPad" is the user's computer; a topic
+        # first ("香菜真的受不了", "Go 写了五年了") is said of the user as Chinese says it: "用户香菜真的受不了".
+        out = ("用户的" if _ZH_OWN_TOPIC_RE.match(out) and not zh_predicate_first(out) else "用户") + out
     return out
 
 

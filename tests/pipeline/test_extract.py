@@ -769,6 +769,8 @@ def test_a_chinese_topic_said_by_the_user_is_theirs() -> None:
     facts = extract_facts(_transcript(("user", "电脑是 ThinkPad，装的 Arch")))
     [laptop] = _find(facts, "ThinkPad")
     assert laptop.value.startswith("用户的电脑是")  # not a quoted "用户：电脑是 ThinkPad"
+    [coriander] = _find(extract_facts(_transcript(("user", "香菜真的受不了"))), "香菜")
+    assert coriander.value == "用户香菜真的受不了"  # a topic first is said of the user, never quoted
 
 
 def test_the_users_group_is_theirs_not_a_team_of_teams() -> None:
