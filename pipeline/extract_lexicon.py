@@ -189,6 +189,7 @@ ZH_NAME_STOP = set("是在有对每今也都很就要会说喜不的了和跟去
 
 ZH_TIME_TRANSIENT = re.compile(
     r"今天|明天|后天|昨天|今晚|明晚|今早|明早|刚才|刚刚|这会儿|此刻|这周|本周|下周|这个周末|这周末|本周末|待会|等会|"
+    r"这几天|这两天|前几天|前两天|"
     r"一会儿|马上|这次|这回|在(?:火车|地铁|飞机|车|路)上|出差中|报错|一直报|出错|失败|卡住|坏了"
 )
 ZH_MOOD = re.compile(
@@ -201,7 +202,8 @@ EN_TIME_TRANSIENT = re.compile(
     r"evening|weekend|week|saturday|sunday|monday|tuesday|"
     r"wednesday|thursday|friday)\b|\bnext week\b|\bjust now\b|"
     r"\b(?:hours?|minutes?) ago\b|\bon (?:saturday|sunday|monday|tuesday|wednesday|thursday|friday)\b|"
-    r"\bgoing to sleep\b|\bfor now\b|"
+    r"\bgoing to sleep\b|\bfor now\b|\b(?:the )?(?:past|last) (?:few|couple of|two|three) days\b|"
+    r"\bthis past week\b|\bthe other day\b|"
     r"\bthis time\b|\berror\b|\bfails?\b|\bfailing\b|\bbroken\b|"
     r"\bkeeps? \w+ing\b|\bdoesn't work\b|\bisn't working\b|\bcan't connect\b",
     re.I,

@@ -822,3 +822,8 @@ def test_a_change_that_names_only_what_it_left_moved_to_what_the_turn_asks_about
     zh = extract_facts(_transcript(("user", "Neovim 里怎么配 Rust 的 LSP？我上个月从 vscode 换过来的")))
     [editor_zh] = _find(zh, "vscode")
     assert "换到Neovim" in editor_zh.value
+
+
+def test_a_symptom_of_the_last_few_days_passes() -> None:
+    assert not extract_facts(_transcript(("user", "这两天嗓子疼，说话都费劲")))
+    assert not extract_facts(_transcript(("user", "my back has been killing me the past few days")))
