@@ -1186,8 +1186,10 @@ def claim_about_user(sentence: str, judge: SlotJudge | None = None) -> tuple[str
         claim = _EN_INVERTED_RE.sub(_uninverted, claim, count=1)
     if not (_ZH_CLAIM_RE.search(claim) or _EN_CLAIM_RE.search(claim)) or _ADVICE_RE.search(claim):
         return None
-    if _WH_RE.search(claim):
-        return None  # "你弹哪种吉他？" asks; "yes" to it confirms nothing
+    if _WH_RE.search(claim) or _ANY_RE.search(claim):
+        # "你弹哪种吉他？" asks; "yes" to it confirms nothing. Nor to "do you have any dietary restrictions?":
+        # it names no restriction, and the reply that does is the user's own statement.
+        return None
     if claim != sentence.strip() and _ALTERNATIVE_RE.search(claim):
         return None  # "你是老师还是学生？", "a nurse or a doctor?": "yes" does not say which
     judge = judge or default_judge()
@@ -1202,6 +1204,7 @@ def claim_about_user(sentence: str, judge: SlotJudge | None = None) -> tuple[str
 
 
 _ALTERNATIVE_RE = re.compile(r"还是|或者|\bor\b", re.I)
+_ANY_RE = re.compile(r"\bany\b|任何|什么", re.I)
 
 
 def _as_first_person(claim: str) -> str:
@@ -1355,12 +1358,20 @@ def speakers(transcript: Transcript) -> frozenset[str]:
 
 # --- what a reply leaves out ------------------------------------------------------------------------------
 
+_AUX = r"(?:do|does|did|are|is|was|were|would|will|can|you|your)\b"
 _EN_ASKED_TOPIC_RE = re.compile(
     r"\b(?:what|which) (?:kind|type|sort|brand|model|make) of ([a-z][a-z-]+)\b|"
-    r"\b(?:which|what) ([a-z][a-z-]+) (?:do|are|did|would|will|is)\b|"
+    r"\b(?:which|what) ((?:(?!"
+    + _AUX
+    + r")[a-z][a-z-]+ )?(?!"
+    + _AUX
+    + r")[a-z][a-z-]+) (?:do|are|did|would|will|is)\b|"
     r"\b(?:what|who)(?:'s| is| are|'re) your (favou?rite [a-z-]+(?: [a-z-]+)?|[a-z-]+)\s*[?]",
     re.I,
 )
+_EN_ASKED_HAVE_RE = re.compile(r"\b(?:do|did) you (?:have|own|keep) (?:any |a |an )?[a-z][a-z-]+\s*[?]", re.I)
+"""A question whether the user has something ("Do you have any pets?"): a bare answer names what they have."""
+_EN_ASKED_JOB_RE = re.compile(r"\bwhat do you do(?: for (?:work|a living))?\s*[?]", re.I)
 _EN_ASKED_WHERE_RE = re.compile(
     r"\bwhere (?:do|did) you (?:live|stay)\b|\bwhere are you (?:based|living|located|staying)\b|"
     r"\bwhere(?:'s| is) (?:home|your home)\b|(\bwhere (?:are|were) you (?:from|born|raised)\b|"
@@ -1401,10 +1412,18 @@ def _asked_topic(question: str) -> str | None:
     w = _EN_ASKED_WHERE_RE.search(last[0])
     if w:
         return "hometown" if w.group(1) else "city"
-    z = _ZH_ASKED_TOPIC_RE.search(last[0])
+    if _EN_ASKED_JOB_RE.search(last[0]):
+        return "job"
+    if _EN_ASKED_HAVE_RE.search(last[0]):
+        return _HAVE
+    return _zh_topic(last[0])
+
+
+def _zh_topic(question: str) -> str | None:
+    z = _ZH_ASKED_TOPIC_RE.search(question)
     if z:
         return z.group(1) or z.group(2)
-    zw = _ZH_ASKED_WHERE_RE.search(last[0])
+    zw = _ZH_ASKED_WHERE_RE.search(question)
     if zw:
         return "老家" if zw.group(1) or "哪里人" in zw.group(0) else "城市"
     return None
@@ -1413,6 +1432,10 @@ def _asked_topic(question: str) -> str | None:
 def _with_topic(reply: str, topic: str) -> str:
     """A reply that leaves out what it is about names it: "It's mostly fingerstyle" -> "My guitar is mostly
     fingerstyle", "主要是尼龙弦的" -> "我的吉他主要是尼龙弦的"."""
+    if topic == _HAVE:
+        head = _bare_head(reply)
+        bare = _EN_BARE_ANSWER_RE.match(reply) or (head and _en_noun_phrase(head))
+        return f"I have {reply[:1].lower()}{reply[1:]}" if bare else reply
     if topic.lower() in reply.lower():
         return reply
     mine = _MINE_RE.match(reply)
@@ -1437,6 +1460,10 @@ def _with_topic(reply: str, topic: str) -> str:
     return reply
 
 
+_HAVE = "\x00have"
+"""The topic of a "do you have …?" question: a bare answer is what the user has ("a greyhound called Pixel")."""
+
+
 _HEAD_RE = re.compile(r"^([^,，.。!！?？;；:：]+)(?:[,，.。!！;；]\s*|$)")
 _EN_NOT_NP_WORDS = (
     "i i'm i've i'd me my we our you your it it's that that's this they he she there here is am are was were be "
@@ -1445,8 +1472,9 @@ _EN_NOT_NP_WORDS = (
     "depends kind sort both neither either none nothing something anything all"
 )
 _EN_NOT_NP = frozenset(_EN_NOT_NP_WORDS.split())
-_ZH_NP_FLAGS = ("n", "eng", "m", "q", "a", "b", "j", "x")
-"""jieba part-of-speech flags of a phrase that names a thing: nouns (ns place, nr person, nz other, nt org...),
+_ZH_NP_FLAGS = ("n", "vn", "eng", "m", "q", "a", "b", "j", "x")
+"""jieba part-of-speech flags of a phrase that names a thing: nouns (ns place, nr person, nz other, nt org...,
+vn a verb used as a noun: 运营, 设计),
 Latin words, numerals and measure words, adjectives and distinguishing words ("中型"), abbreviations."""
 
 

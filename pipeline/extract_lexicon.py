@@ -283,7 +283,9 @@ ZH_DISCOURSE = re.compile(
     r"但是|那个(?=[，,])|那(?![个些么样种里边儿时会])|就是|反正|总之|话说|对(?![于面象方手])|是的|没错|不是)[，,。！!：:\s]*"
 )
 EN_DISCOURSE = re.compile(
-    r"^(?:ok|okay|oh|ah|so|also|and|but|actually|well|yeah|yes|yep|no|nope|btw|anyway|right|hmm|great|good|"
+    # "no" is an interjection only before a stop or before another interjection: "no dairy" denies dairy.
+    r"^(?:ok|okay|oh|ah|so|also|and|but|actually|well|yeah|yes|yep|no(?=[,.!:;—\-]|\s+(?:no|yeah|i|i'm|it|that|"
+    r"sorry|thanks|not|way)\b)|nope|btw|anyway|right|hmm|great|good|"
     r"nice|thx|thanks|oh nice|haha|lol|ugh|not me|two things|one more thing|quick thing|first)[,.!:;—\-]*\s+",
     re.I,
 )

@@ -827,3 +827,34 @@ def test_a_change_that_names_only_what_it_left_moved_to_what_the_turn_asks_about
 def test_a_symptom_of_the_last_few_days_passes() -> None:
     assert not extract_facts(_transcript(("user", "这两天嗓子疼，说话都费劲")))
     assert not extract_facts(_transcript(("user", "my back has been killing me the past few days")))
+
+
+def test_bare_answers_to_what_and_have_questions() -> None:
+    job = extract_facts(
+        _transcript(("assistant", "What do you do for work?"), ("user", "software engineer, mostly backend"))
+    )
+    [engineer] = _find(job, "software engineer")
+    assert engineer.value.startswith("User's job is")
+    assert engineer.key == "user.role"
+    pets = extract_facts(
+        _transcript(("assistant", "Do you have any pets?"), ("user", "a rescue greyhound called Pixel"))
+    )
+    [pixel] = _find(pets, "greyhound")
+    assert pixel.value == "User has a rescue greyhound called Pixel"
+    cloud = extract_facts(
+        _transcript(("assistant", "Which cloud provider do you use?"), ("user", "azure, company mandate"))
+    )
+    [azure] = _find(cloud, "azure")
+    assert azure.value.startswith("User's cloud provider is azure")
+
+
+def test_no_before_a_noun_denies_it_and_a_question_about_any_confirms_nothing() -> None:
+    facts = extract_facts(
+        _transcript(
+            ("assistant", "Do you have any dietary restrictions?"),
+            ("user", "yeah no dairy, i'm lactose intolerant"),
+        )
+    )
+    [diet] = _find(facts, "dairy")
+    assert diet.value.startswith("No dairy")  # not "Dairy": the "no" is the statement's, not an interjection
+    assert not _find(facts, "restrictions")  # "yeah" to "any restrictions?" names none
