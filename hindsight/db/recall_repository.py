@@ -305,6 +305,17 @@ class RecallRepository:
             window=window,
         )
 
+    def open_conflicts(self, namespace: str, ids: Sequence[uuid.UUID]) -> list[tuple[uuid.UUID, uuid.UUID]]:
+        """(older, newer) memory ids of the open conflicts between two of these memories."""
+        if len(ids) < 2:
+            return []
+        sql = """
+            SELECT old_memory_id, new_memory_id FROM memory_conflicts
+            WHERE namespace = :ns AND resolution = 'open' AND old_memory_id = ANY(:ids) AND new_memory_id = ANY(:ids)
+            ORDER BY created_at"""
+        rows = self.session.execute(text(sql), {"ns": namespace, "ids": list(ids)})
+        return [(r[0], r[1]) for r in rows]
+
     def memories_of_rounds(self, namespace: str, transcript_ids: Sequence[uuid.UUID]) -> list[dict[str, Any]]:
         """The namespace's memories (active, stale or archived) with provenance in these transcripts: id, key,
         value, state, and the provenance's transcript_id and turn_ids, oldest first."""

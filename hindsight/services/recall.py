@@ -209,6 +209,10 @@ def vector_part(cosine: float, profile: ModelProfile | None) -> float:
     return min(1.0, 0.9 + 0.1 * (cosine - relevant) / max(ceiling - relevant, 1e-6))
 
 
+_Scored = tuple[float, Candidate, ScoreParts, float]
+"""A candidate with its score, the parts of it, and its age in days."""
+
+
 def score_candidate(
     c: Candidate, *, settings: RetrievalSettings, profile: ModelProfile | None, now: datetime
 ) -> tuple[float, ScoreParts, float]:
@@ -290,13 +294,13 @@ def recall(
     plan = memory_plan(repo, namespace, want=want, settings=settings)
     found = repo.candidates(namespace, vector, terms, states=list(states), limit=want, plan=plan)
 
-    scored = []
+    scored: list[_Scored] = []
     for c in found:
         score, parts, age = score_candidate(c, settings=settings, profile=profile, now=now)
         if score >= threshold:
             scored.append((score, c, parts, age))
     scored.sort(key=lambda s: (-s[0], -s[2].trust, s[3], str(s[1].row["id"])))
-    scored = scored[:k]
+    scored = _newer_side_first(repo, namespace, scored)[:k]
 
     ids = [c.row["id"] for _, c, _, _ in scored]
     if record_access and ids:
@@ -317,6 +321,20 @@ def recall(
             )
         )
     return RecallResult(query=query, hits=hits)
+
+
+def _newer_side_first(repo: RecallRepository, namespace: str, scored: list[_Scored]) -> list[_Scored]:
+    """Of two memories in an open conflict ("works 7 to 3" lowered, "moved to nights" new), the newer statement
+    never ranks below the older one it contradicts: it is moved to just above it. The old one stays in the
+    results (the conflict is not resolved), so a reader sees both, the newer first; each keeps its own score."""
+    flagged = [s[1].row["id"] for s in scored if s[1].row["has_conflict"]]
+    pairs = repo.open_conflicts(namespace, flagged) if len(flagged) >= 2 else []
+    for old, new in pairs:
+        order = [s[1].row["id"] for s in scored]
+        i, j = order.index(old), order.index(new)
+        if j > i:
+            scored.insert(i, scored.pop(j))
+    return scored
 
 
 def recall_episodes(

@@ -9,6 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from hindsight.config import RetrievalSettings
+from hindsight.db.models import ConflictRow
 from hindsight.db.recall_repository import RecallRepository, choose_plan
 from hindsight.errors import InvalidInput
 from hindsight.services.recall import flush_access_counts, recall
@@ -341,3 +342,24 @@ def test_distilled_memory_is_recalled_with_its_provenance(services, engine, name
     assert hit.parts.keyword > 0
     assert [p.transcript_id for p in hit.provenance] == [tid]
     assert hit.provenance[0].turn_ids == ["t1"]
+
+
+def test_the_newer_side_of_an_open_conflict_ranks_above_the_older(
+    add_memory, session_factory, namespace, embedder, engine
+) -> None:
+    """The older statement matches the question's words better, and both stay listed (the conflict is open);
+    the newer one, which contradicts it, comes first all the same."""
+    old = add_memory("User works the early shift, 7am to 3pm", key="user.schedule", days_ago=60, has_conflict=True)
+    new = add_memory("User moved to nights, 10pm to 6am now", key="user.schedule", confidence=0.75, has_conflict=True)
+    query = "Does the user work the early shift?"
+    before = _recall(session_factory, namespace, query, embedder, min_score=0.0).hits
+    assert [h.memory.id for h in before[:2]] == [old, new]  # no conflict recorded yet: relevance decides
+    with engine.begin() as conn:
+        conn.execute(
+            sa.insert(ConflictRow).values(
+                id=uuid.uuid4(), namespace=namespace, old_memory_id=old, new_memory_id=new, reason="test"
+            )
+        )
+    hits = _recall(session_factory, namespace, query, embedder, min_score=0.0).hits
+    assert [h.memory.id for h in hits[:2]] == [new, old]
+    assert hits[0].score < hits[1].score  # each keeps its own score
