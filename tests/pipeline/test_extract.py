@@ -827,6 +827,8 @@ def test_a_change_that_names_only_what_it_left_moved_to_what_the_turn_asks_about
 def test_a_symptom_of_the_last_few_days_passes() -> None:
     assert not extract_facts(_transcript(("user", "这两天嗓子疼，说话都费劲")))
     assert not extract_facts(_transcript(("user", "my back has been killing me the past few days")))
+    assert not extract_facts(_transcript(("user", "我休假到 20 号")))  # a state with its end date
+    assert _find(extract_facts(_transcript(("user", "我每天工作到晚上十点"))), "十点")  # a time of day is no end
 
 
 def test_bare_answers_to_what_and_have_questions() -> None:
