@@ -249,6 +249,38 @@ async def _in_session(
     return await _call(run, errors)
 
 
+async def _retrieve(ctx: Context, search: Callable[..., T], query: str, namespace: str | None, top_k: int | None) -> T:
+    """One search tool: `search` (recall, recall_episodes or recall_rounds, which share their signature) over
+    the caller's namespace, in a read session."""
+    ns, _ = _resolve(ctx, namespace)
+    st = _state(ctx)
+    return await _in_session(
+        st,
+        read_session,
+        lambda session: search(session, ns, query, embedder=st.embedder, settings=st.settings.retrieval, top_k=top_k),
+    )
+
+
+async def _erase(
+    ctx: Context,
+    namespace: str | None,
+    confirm: str,
+    erase: Callable[[Session, str, str, erase_service.Outside], EraseResult],
+) -> EraseResult:
+    """One irreversible erase tool: `erase(session, namespace, actor, outside)` once the caller has repeated the
+    namespace, in one unit of work; the scrub outside PostgreSQL (logs, session store) runs when it commits
+    and fills in the result's counts."""
+    ns, actor = _resolve(ctx, namespace)
+    _confirmed(confirm, ns)
+    st = _state(ctx)
+
+    def work(session: Session) -> EraseResult:
+        outside = erase_service.outside_of(st.settings, publisher=st.publisher, engine=st.engine)
+        return erase(session, ns, actor, outside)
+
+    return await _in_session(st, session_scope, work)
+
+
 # -- tools and resources -----------------------------------------------------------------------------------
 
 
@@ -293,15 +325,7 @@ def _register(server: MCPServer[McpState]) -> None:
     async def episode_search(
         query: QueryArg, ctx: Context, namespace: NamespaceArg = None, top_k: TopKArg = None
     ) -> EpisodeRecallResult:
-        ns, _ = _resolve(ctx, namespace)
-        st = _state(ctx)
-        return await _in_session(
-            st,
-            read_session,
-            lambda session: recall_episodes(
-                session, ns, query, embedder=st.embedder, settings=st.settings.retrieval, top_k=top_k
-            ),
-        )
+        return await _retrieve(ctx, recall_episodes, query, namespace, top_k)
 
     @server.tool(
         name="round_search",
@@ -315,27 +339,11 @@ def _register(server: MCPServer[McpState]) -> None:
     async def round_search(
         query: QueryArg, ctx: Context, namespace: NamespaceArg = None, top_k: TopKArg = None
     ) -> RoundRecallResult:
-        ns, _ = _resolve(ctx, namespace)
-        st = _state(ctx)
-        return await _in_session(
-            st,
-            read_session,
-            lambda session: recall_rounds(
-                session, ns, query, embedder=st.embedder, settings=st.settings.retrieval, top_k=top_k
-            ),
-        )
+        return await _retrieve(ctx, recall_rounds, query, namespace, top_k)
 
     async def _search(ctx: Context, query: str, namespace: str | None, top_k: int | None) -> RecallResult:
-        ns, _ = _resolve(ctx, namespace)
-        st = _state(ctx)
         # A read: recall counts accesses on its own thread (services/recall.py AccessRecorder).
-        return await _in_session(
-            st,
-            read_session,
-            lambda session: recall_service(
-                session, ns, query, embedder=st.embedder, settings=st.settings.retrieval, top_k=top_k
-            ),
-        )
+        return await _retrieve(ctx, recall_service, query, namespace, top_k)
 
     @server.tool(
         name="memory_write",
@@ -468,16 +476,14 @@ def _register(server: MCPServer[McpState]) -> None:
         ctx: Context,
         namespace: NamespaceArg = None,
     ) -> EraseResult:
-        ns, actor = _resolve(ctx, namespace)
-        _confirmed(confirm, ns)
-        st = _state(ctx)
-
-        def work(session: Session) -> EraseResult:
-            # The scrub outside PostgreSQL runs when the unit of work commits and fills in the result's counts.
-            outside = erase_service.outside_of(st.settings, publisher=st.publisher, engine=st.engine)
-            return erase_service.erase_transcript(session, ns, transcript_id, actor=actor, outside=outside)
-
-        return await _in_session(st, session_scope, work)
+        return await _erase(
+            ctx,
+            namespace,
+            confirm,
+            lambda session, ns, actor, outside: erase_service.erase_transcript(
+                session, ns, transcript_id, actor=actor, outside=outside
+            ),
+        )
 
     @server.tool(
         name="namespace_erase",
@@ -493,16 +499,14 @@ def _register(server: MCPServer[McpState]) -> None:
         ctx: Context,
         namespace: NamespaceArg = None,
     ) -> EraseResult:
-        ns, actor = _resolve(ctx, namespace)
-        _confirmed(confirm, ns)
-        st = _state(ctx)
-
-        def work(session: Session) -> EraseResult:
-            # The scrub outside PostgreSQL runs when the unit of work commits and fills in the result's counts.
-            outside = erase_service.outside_of(st.settings, publisher=st.publisher, engine=st.engine)
-            return erase_service.erase_namespace(session, ns, actor=actor, outside=outside)
-
-        return await _in_session(st, session_scope, work)
+        return await _erase(
+            ctx,
+            namespace,
+            confirm,
+            lambda session, ns, actor, outside: erase_service.erase_namespace(
+                session, ns, actor=actor, outside=outside
+            ),
+        )
 
     @server.resource(
         "memory://{namespace}/{memory_id}",
