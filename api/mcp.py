@@ -261,6 +261,13 @@ async def _retrieve(ctx: Context, search: Callable[..., T], query: str, namespac
     )
 
 
+async def _write(ctx: Context, namespace: str | None, work: Callable[[Session, str, str, McpState], T]) -> T:
+    """One writing tool: `work(session, namespace, actor, state)` for the caller, in one unit of work."""
+    ns, actor = _resolve(ctx, namespace)
+    st = _state(ctx)
+    return await _in_session(st, session_scope, lambda session: work(session, ns, actor, st))
+
+
 async def _erase(
     ctx: Context,
     namespace: str | None,
@@ -367,8 +374,7 @@ def _register(server: MCPServer[McpState]) -> None:
         pinned: Annotated[bool, Field(description="Never ages (use for lasting facts only).")] = False,
         namespace: NamespaceArg = None,
     ) -> WriteResult:
-        ns, actor = _resolve(ctx, namespace)
-        st = _state(ctx)
+        _resolve(ctx, namespace)  # who may write here is answered before what is wrong with the arguments
         try:
             write = MemoryWrite(
                 key=key,
@@ -383,10 +389,10 @@ def _register(server: MCPServer[McpState]) -> None:
         except ValueError as exc:
             raise ToolError(f"invalid arguments: {exc}") from None
 
-        return await _in_session(
-            st,
-            session_scope,
-            lambda session: privileged_writes.write_memory(
+        return await _write(
+            ctx,
+            namespace,
+            lambda session, ns, actor, st: privileged_writes.write_memory(
                 session, ns, write, embedder=st.embedder, settings=st.settings, actor=actor
             ),
         )
@@ -406,12 +412,10 @@ def _register(server: MCPServer[McpState]) -> None:
         metadata: dict[str, Any] | None = None,
         namespace: NamespaceArg = None,
     ) -> RememberResult:
-        ns, actor = _resolve(ctx, namespace)
-        st = _state(ctx)
-        return await _in_session(
-            st,
-            session_scope,
-            lambda session: privileged_writes.remember(
+        return await _write(
+            ctx,
+            namespace,
+            lambda session, ns, actor, st: privileged_writes.remember(
                 session, ns, content, metadata or {}, embedder=st.embedder, settings=st.settings, actor=actor
             ),
         )
@@ -431,12 +435,10 @@ def _register(server: MCPServer[McpState]) -> None:
         reason: Annotated[str | None, Field(None, max_length=500)] = None,
         namespace: NamespaceArg = None,
     ) -> MemoryRead:
-        ns, actor = _resolve(ctx, namespace)
-        st = _state(ctx)
-        return await _in_session(
-            st,
-            session_scope,
-            lambda session: privileged_writes.forget(session, ns, memory_id, actor=actor, reason=reason),
+        return await _write(
+            ctx,
+            namespace,
+            lambda session, ns, actor, _: privileged_writes.forget(session, ns, memory_id, actor=actor, reason=reason),
         )
 
     @server.tool(
@@ -453,12 +455,12 @@ def _register(server: MCPServer[McpState]) -> None:
         confidence: Annotated[float | None, Field(None, ge=0.0, le=1.0)] = None,
         namespace: NamespaceArg = None,
     ) -> MemoryRead:
-        ns, actor = _resolve(ctx, namespace)
-        st = _state(ctx)
-        return await _in_session(
-            st,
-            session_scope,
-            lambda session: privileged_writes.verify(session, ns, memory_id, actor=actor, confidence=confidence),
+        return await _write(
+            ctx,
+            namespace,
+            lambda session, ns, actor, _: privileged_writes.verify(
+                session, ns, memory_id, actor=actor, confidence=confidence
+            ),
         )
 
     @server.tool(
