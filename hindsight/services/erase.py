@@ -159,15 +159,11 @@ def erase(
         log_lines_scrubbed=0,
     )
 
-    def scrub() -> None:
-        result.log_lines_scrubbed, result.sessions_scrubbed = _scrub_outside(
-            outside, namespace, ids=erased, needles=needles, terms=names
-        )
+    def logged() -> None:
         for mid in erased:
             log.info("memory.erased", memory_id=str(mid), namespace=namespace, actor=actor, erase_id=str(erase_id))
 
-    after_commit(session, scrub)
-    return result
+    return _scrub_after_commit(session, result, outside, ids=erased, needles=needles, terms=names, logged=logged)
 
 
 # -- erase one transcript ----------------------------------------------------------------------------------
@@ -220,10 +216,7 @@ def erase_transcript(
         log_lines_scrubbed=0,
     )
 
-    def scrub() -> None:
-        result.log_lines_scrubbed, result.sessions_scrubbed = _scrub_outside(
-            outside, namespace, ids=[*erased, transcript_id], needles=needles, terms=[]
-        )
+    def logged() -> None:
         log.info(
             "transcript.erased",
             transcript_id=str(transcript_id),
@@ -232,8 +225,9 @@ def erase_transcript(
             erase_id=str(erase_id),
         )
 
-    after_commit(session, scrub)
-    return result
+    return _scrub_after_commit(
+        session, result, outside, ids=[*erased, transcript_id], needles=needles, terms=[], logged=logged
+    )
 
 
 # -- erase a whole namespace -------------------------------------------------------------------------------
@@ -280,14 +274,12 @@ def erase_namespace(
         log_lines_scrubbed=0,
     )
 
-    def scrub() -> None:
-        result.log_lines_scrubbed, result.sessions_scrubbed = _scrub_outside(
-            outside, namespace, ids=[*erased, *tids], needles=needles, terms=[], whole_namespace=True
-        )
+    def logged() -> None:
         log.info("namespace.erased", namespace=namespace, actor=actor, erase_id=str(erase_id), memories=len(erased))
 
-    after_commit(session, scrub)
-    return result
+    return _scrub_after_commit(
+        session, result, outside, ids=[*erased, *tids], needles=needles, terms=[], logged=logged, whole_namespace=True
+    )
 
 
 # -- steps -------------------------------------------------------------------------------------------------
@@ -417,6 +409,30 @@ def _tombstones(
             to_state=None,
             detail={"erase_id": str(erase_id), "scope": scope},
         )
+
+
+def _scrub_after_commit(
+    session: Session,
+    result: EraseResult,
+    outside: Outside | None,
+    *,
+    ids: Sequence[uuid.UUID],
+    needles: Sequence[str],
+    terms: Sequence[str],
+    logged: Callable[[], None],
+    whole_namespace: bool = False,
+) -> EraseResult:
+    """Once the erase commits: scrub outside PostgreSQL (`_scrub_outside`), count what was scrubbed into
+    `result`, then log the erase (`logged`). Nothing outside is touched if the unit of work rolls back."""
+
+    def scrub() -> None:
+        result.log_lines_scrubbed, result.sessions_scrubbed = _scrub_outside(
+            outside, result.namespace, ids=ids, needles=needles, terms=terms, whole_namespace=whole_namespace
+        )
+        logged()
+
+    after_commit(session, scrub)
+    return result
 
 
 def _scrub_outside(
