@@ -274,37 +274,6 @@ class RecallRepository:
         """(episodes in the namespace, episodes in the table), cached for a minute."""
         return self._sizes_of("episodes", namespace)
 
-    def unit_candidates(
-        self,
-        table: str,
-        namespace: str,
-        embedding: Sequence[float],
-        terms: Sequence[tuple[str, float, bool]],
-        *,
-        limit: int,
-        exact_max_rows: int,
-        max_scan_tuples: int,
-        max_ef: int,
-        window: tuple[datetime, datetime] | None = None,
-    ) -> list[dict[str, Any]]:
-        """Up to `limit` episodes or rounds (`table`) of `namespace` nearest to `embedding` plus up to `limit` best
-        keyword matches, in one statement (EpisodeRead or RoundRead columns, `cosine` and `keyword`, as
-        `candidates` does for memories). The vector side uses the same namespace-aware plan as memories
-        (ix_episodes_embedding_hnsw, ix_rounds_embedding_hnsw). Erased episodes (no embedding, no text) are left
-        out; an exact scan sorts their NULL distances last."""
-        return self._unit_candidates(
-            table,
-            _UNIT_COLUMNS[table],
-            namespace,
-            embedding,
-            terms,
-            limit=limit,
-            exact_max_rows=exact_max_rows,
-            max_scan_tuples=max_scan_tuples,
-            max_ef=max_ef,
-            window=window,
-        )
-
     def open_conflicts(self, namespace: str, ids: Sequence[uuid.UUID]) -> list[tuple[uuid.UUID, uuid.UUID]]:
         """(older, newer) memory ids of the open conflicts between two of these memories."""
         if len(ids) < 2:
@@ -329,10 +298,9 @@ class RecallRepository:
         params = {"tids": list(transcript_ids), "ns": namespace}
         return [dict(r) for r in self.session.execute(text(sql), params).mappings()]
 
-    def _unit_candidates(
+    def unit_candidates(
         self,
         table: str,
-        cols: str,
         namespace: str,
         embedding: Sequence[float],
         terms: Sequence[tuple[str, float, bool]],
@@ -343,8 +311,13 @@ class RecallRepository:
         max_ef: int,
         window: tuple[datetime, datetime] | None = None,
     ) -> list[dict[str, Any]]:
-        """The hybrid candidates of an episode-like table (no states): nearest plus best keyword matches, and,
-        with a `window` (a time the query names), the nearest of the rows that took place within it."""
+        """Up to `limit` episodes or rounds (`table`) of `namespace` nearest to `embedding` plus up to `limit` best
+        keyword matches, in one statement (EpisodeRead or RoundRead columns, `cosine` and `keyword`, as
+        `candidates` does for memories), and, with a `window` (a time the query names), the nearest of the rows
+        that took place within it. The vector side uses the same namespace-aware plan as memories
+        (ix_episodes_embedding_hnsw, ix_rounds_embedding_hnsw). Erased episodes (no embedding, no text) are left
+        out; an exact scan sorts their NULL distances last."""
+        cols = _UNIT_COLUMNS[table]
         alias = {"episodes": "e", "rounds": "r"}[table]
         ns_rows, total = self._sizes_of(table, namespace)
         plan = choose_plan(
