@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any, Literal
 
 from evaluation.scoring import StoredMemory
 from hindsight.config import Settings
@@ -199,22 +200,17 @@ def provenance_turns(session: ReadSession, memory_ids: Sequence[uuid.UUID]) -> d
 
 
 @dataclass
-class EpisodeHit:
-    summary: str
-    occurred_at: datetime
-    turn_ids: frozenset[str]
-    score: float
+class ConversationHit:
+    """An episode summary or a round, as the harness ranks it: its text, when, the turns it credits, its score."""
 
-
-@dataclass
-class RoundHit:
     text: str
     occurred_at: datetime
     turn_ids: frozenset[str]
     score: float
 
 
-def episode_search(
+def conversation_search(
+    unit: Literal["episodes", "rounds"],
     session: ReadSession,
     namespace: str,
     query: str,
@@ -224,34 +220,17 @@ def episode_search(
     embedder: Embedder,
     settings: Settings,
     now: datetime | None = None,
-) -> list[EpisodeHit]:
-    """Episode summaries that best match the query, as the API's /episodes/search returns them."""
-    from hindsight.services.recall import recall_episodes
+) -> list[ConversationHit]:
+    """Episode summaries (as /episodes/search returns them) or rounds, a user turn and the start of its reply (as
+    /rounds/search returns them), that best match the query."""
+    from hindsight.services.recall import recall_episodes, recall_rounds
 
-    result = recall_episodes(
-        session, namespace, query, embedder=embedder, settings=settings.retrieval, top_k=k, query_vector=vector, now=now
-    )
-    return [
-        EpisodeHit(h.episode.summary, h.episode.occurred_at, frozenset(h.episode.turn_ids), h.score)
-        for h in result.hits
-    ]
-
-
-def round_search(
-    session: ReadSession,
-    namespace: str,
-    query: str,
-    vector: list[float],
-    k: int,
-    *,
-    embedder: Embedder,
-    settings: Settings,
-    now: datetime | None = None,
-) -> list[RoundHit]:
-    """Rounds (a user turn and the start of its reply) that best match the query, as /rounds/search returns them."""
-    from hindsight.services.recall import recall_rounds
-
-    result = recall_rounds(
-        session, namespace, query, embedder=embedder, settings=settings.retrieval, top_k=k, query_vector=vector, now=now
-    )
-    return [RoundHit(h.round.text, h.round.occurred_at, frozenset(h.round.turn_ids), h.score) for h in result.hits]
+    kw: dict[str, Any] = {"embedder": embedder, "settings": settings.retrieval, "top_k": k, "query_vector": vector}
+    if unit == "episodes":
+        episodes = recall_episodes(session, namespace, query, now=now, **kw).hits
+        return [
+            ConversationHit(h.episode.summary, h.episode.occurred_at, frozenset(h.episode.turn_ids), h.score)
+            for h in episodes
+        ]
+    rounds = recall_rounds(session, namespace, query, now=now, **kw).hits
+    return [ConversationHit(h.round.text, h.round.occurred_at, frozenset(h.round.turn_ids), h.score) for h in rounds]

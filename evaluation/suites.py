@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -364,15 +364,15 @@ def _hindsight_rankings(
         session, ns, query, embedder=embedder, settings=rt.settings, top_k=RETRIEVE_DEPTH, min_score=0.0, now=now
     )
     memories = [_ranked(h.turn_ids, render_memory(h.memory.value, at=h.memory.last_verified_at), h.score) for h in hits]
-    episodes = [
-        _ranked(e.turn_ids, render_episode(e.summary, at=e.occurred_at), e.score)
-        for e in store.episode_search(session, ns, query, qv, 10, embedder=embedder, settings=rt.settings, now=now)
-    ]
-    rounds = [
-        _ranked(r.turn_ids, render_round(r.text, at=r.occurred_at), r.score)
-        for r in store.round_search(
-            session, ns, query, qv, RETRIEVE_DEPTH, embedder=embedder, settings=rt.settings, now=now
+
+    def search(unit: Literal["episodes", "rounds"], k: int) -> list[store.ConversationHit]:
+        return store.conversation_search(
+            unit, session, ns, query, qv, k, embedder=embedder, settings=rt.settings, now=now
         )
+
+    episodes = [_ranked(e.turn_ids, render_episode(e.text, at=e.occurred_at), e.score) for e in search("episodes", 10)]
+    rounds = [
+        _ranked(r.turn_ids, render_round(r.text, at=r.occurred_at), r.score) for r in search("rounds", RETRIEVE_DEPTH)
     ]
     return memories, episodes, rounds
 
