@@ -9,7 +9,22 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import CursorResult, Float, String, and_, case, cast, delete, func, literal, or_, select, text, update
+from sqlalchemy import (
+    CursorResult,
+    Float,
+    String,
+    and_,
+    case,
+    cast,
+    delete,
+    exists,
+    func,
+    literal,
+    or_,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.dialects.postgresql import array as pg_array
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.orm import Session
@@ -172,6 +187,21 @@ class TranscriptRepository:
     def delete_many(self, namespace: str, ids: Sequence[uuid.UUID]) -> int:
         """Delete transcripts; their episodes go with them (ON DELETE CASCADE)."""
         return _delete_in_namespace(self.session, TranscriptRow, namespace, ids)
+
+    def done_without_rounds(self, after: uuid.UUID, limit: int) -> list[TranscriptRow]:
+        """Up to `limit` distilled transcripts with no rounds, by id after `after` (a keyset page, any namespace)."""
+        return list(
+            self.session.execute(
+                select(TranscriptRow)
+                .where(
+                    TranscriptRow.id > after,
+                    TranscriptRow.state == "done",
+                    ~exists().where(RoundRow.transcript_id == TranscriptRow.id),
+                )
+                .order_by(TranscriptRow.id)
+                .limit(limit)
+            ).scalars()
+        )
 
 
 @dataclass
@@ -539,6 +569,34 @@ class MemoryRepository:
         ).all()
         return [(r[0], r[1], r[2]) for r in rows]
 
+    def lock_outdated_search_text(self, version: str, limit: int) -> list[tuple[uuid.UUID, str, str, list[str]]]:
+        """Up to `limit` memories (any namespace) whose search text another vocabulary version built, by id,
+        locked (rows another transaction holds are skipped): (id, key, value, also_slots)."""
+        rows = self.session.execute(
+            select(MemoryRow.id, MemoryRow.key, MemoryRow.value, MemoryRow.also_slots)
+            .where(_outdated_vocab(version))
+            .order_by(MemoryRow.id)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        ).all()
+        return [(r.id, r.key, r.value, list(r.also_slots or ())) for r in rows]
+
+    def set_search_text(self, memory_id: uuid.UUID, search_text: str, version: str) -> None:
+        """Store a rebuilt search text, unless a writer rebuilt the row with `version` meanwhile."""
+        self.session.execute(
+            update(MemoryRow)
+            .where(MemoryRow.id == memory_id, _outdated_vocab(version))
+            .values(search_text=search_text, search_vocab=version)
+            .execution_options(synchronize_session=False)
+        )
+
+
+def _outdated_vocab(version: str) -> ColumnElement[bool]:
+    # Two ranges and a NULL test instead of `IS DISTINCT FROM`: each is a range of the (search_vocab, id)
+    # index, so finding that nothing is left costs a few index pages, not a scan of the table.
+    v = MemoryRow.search_vocab
+    return or_(v.is_(None), v < version, v > version)
+
 
 @dataclass
 class AuditRepository:
@@ -658,6 +716,18 @@ class ProvenanceRepository:
                 select(ProvenanceRow).where(ProvenanceRow.transcript_id == transcript_id).order_by(ProvenanceRow.id)
             ).scalars()
         )
+
+    def facts_of_transcripts(
+        self, transcript_ids: Sequence[uuid.UUID]
+    ) -> list[tuple[uuid.UUID | None, list[str], str]]:
+        """(transcript id, turn ids, memory value) of every memory these transcripts' turns gave, quarantined ones
+        left out (distillation leaves them out of the rounds' keys too)."""
+        rows = self.session.execute(
+            select(ProvenanceRow.transcript_id, ProvenanceRow.turn_ids, MemoryRow.value)
+            .join(MemoryRow, MemoryRow.id == ProvenanceRow.memory_id)
+            .where(ProvenanceRow.transcript_id.in_(list(transcript_ids)), MemoryRow.state != "quarantined")
+        ).all()
+        return [(r[0], list(r[1]), r[2]) for r in rows]
 
     def delete_for_transcript(self, transcript_id: uuid.UUID) -> int:
         result = self.session.execute(

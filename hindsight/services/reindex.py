@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import structlog
-from sqlalchemy import ColumnElement, Engine, or_, select, update
+from sqlalchemy import Engine
 
 from hindsight.db.engine import session_scope
-from hindsight.db.models import MemoryRow
+from hindsight.db.repositories import MemoryRepository
 from hindsight.textsearch import SEARCH_VOCAB, memory_search_text
 
 log = structlog.get_logger(__name__)
@@ -28,13 +28,6 @@ class ReindexReport:
     batches: int = 0
 
 
-def _outdated(version: str) -> ColumnElement[bool]:
-    # Two ranges and a NULL test instead of `IS DISTINCT FROM`: each is a range of the (search_vocab, id)
-    # index, so finding that nothing is left costs a few index pages, not a scan of the table.
-    v = MemoryRow.search_vocab
-    return or_(v.is_(None), v < version, v > version)
-
-
 def reindex_search_text(
     engine: Engine, *, batch_size: int = 500, max_batches: int | None = None, version: str = SEARCH_VOCAB
 ) -> ReindexReport:
@@ -42,22 +35,12 @@ def reindex_search_text(
     report = ReindexReport()
     while max_batches is None or report.batches < max_batches:
         with session_scope(engine) as session:
-            rows = session.execute(
-                select(MemoryRow.id, MemoryRow.key, MemoryRow.value, MemoryRow.also_slots)
-                .where(_outdated(version))
-                .order_by(MemoryRow.id)
-                .limit(batch_size)
-                .with_for_update(skip_locked=True)
-            ).all()
+            repo = MemoryRepository(session)
+            rows = repo.lock_outdated_search_text(version, batch_size)
             if not rows:
                 break
-            for r in rows:
-                session.execute(
-                    update(MemoryRow)
-                    .where(MemoryRow.id == r.id, _outdated(version))
-                    .values(search_text=memory_search_text(r.key, r.value, r.also_slots or ()), search_vocab=version)
-                    .execution_options(synchronize_session=False)
-                )
+            for memory_id, key, value, also_slots in rows:
+                repo.set_search_text(memory_id, memory_search_text(key, value, also_slots), version)
             report.rebuilt += len(rows)
             report.batches += 1
     if report.rebuilt:

@@ -14,11 +14,10 @@ import uuid
 from dataclasses import dataclass
 
 import structlog
-from sqlalchemy import Engine, exists, select
+from sqlalchemy import Engine
 
 from hindsight.db.engine import session_scope
-from hindsight.db.models import MemoryRow, ProvenanceRow, RoundRow, TranscriptRow
-from hindsight.db.repositories import RoundRepository
+from hindsight.db.repositories import ProvenanceRepository, RoundRepository, TranscriptRepository
 from hindsight.services.distill import to_transcript
 from hindsight.services.erase import ERASED
 from pipeline.base import Embedder
@@ -42,26 +41,11 @@ def backfill_rounds(
     after = uuid.UUID(int=0)
     while max_batches is None or report.batches < max_batches:
         with session_scope(engine) as session:
-            rows = list(
-                session.execute(
-                    select(TranscriptRow)
-                    .where(
-                        TranscriptRow.id > after,
-                        TranscriptRow.state == "done",
-                        ~exists().where(RoundRow.transcript_id == TranscriptRow.id),
-                    )
-                    .order_by(TranscriptRow.id)
-                    .limit(batch_size)
-                ).scalars()
-            )
+            rows = TranscriptRepository(session).done_without_rounds(after, batch_size)
             if not rows:
                 break
             after = rows[-1].id
-            facts = session.execute(
-                select(ProvenanceRow.transcript_id, ProvenanceRow.turn_ids, MemoryRow.value)
-                .join(MemoryRow, MemoryRow.id == ProvenanceRow.memory_id)
-                .where(ProvenanceRow.transcript_id.in_([r.id for r in rows]), MemoryRow.state != "quarantined")
-            ).all()
+            facts = ProvenanceRepository(session).facts_of_transcripts([r.id for r in rows])
             built = []
             for row in rows:
                 transcript = to_transcript(row)
