@@ -206,11 +206,7 @@ class MemoryWriter:
         row = self._target(op)
         before = row.state
         row.confidence = self._cap(op.fact, max(row.confidence, op.fact.confidence) + 0.05)
-        row.last_verified_at = max(row.last_verified_at, self._at)
-        row.updated_at = self.now
-        if row.state == "stale":  # re-confirmation revives
-            row.state = "active"
-            row.state_changed_at = self.now
+        self._reconfirm(row)
         self._provenance(row.id, op.fact, "refreshed")
         self._audit(
             row,
@@ -221,6 +217,14 @@ class MemoryWriter:
         )
         return row
 
+    def _reconfirm(self, row: MemoryRow) -> None:
+        """A fact said again: the memory is verified as of this transcript, and a stale one revives."""
+        row.last_verified_at = max(row.last_verified_at, self._at)
+        row.updated_at = self.now
+        if row.state == "stale":
+            row.state = "active"
+            row.state_changed_at = self.now
+
     def _merge(self, op: MemoryOp) -> MemoryRow:
         row = self._target(op)
         before_value, before_state = row.value, row.state
@@ -230,11 +234,7 @@ class MemoryWriter:
         row.search_text = memory_search_text(row.key, row.value, row.also_slots)
         row.search_vocab = SEARCH_VOCAB
         row.confidence = self._cap(op.fact, max(row.confidence, op.fact.confidence))
-        row.last_verified_at = max(row.last_verified_at, self._at)
-        row.updated_at = self.now
-        if row.state == "stale":
-            row.state = "active"
-            row.state_changed_at = self.now
+        self._reconfirm(row)
         self._provenance(row.id, op.fact, "merged")
         self._audit(
             row,
