@@ -858,7 +858,7 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
     previous = ""
     for raw in split_clauses(sentence):
         clause, previous = _the_one(_strip_discourse(raw), previous), raw
-        if not clause or _is_smalltalk(clause):
+        if not clause or _is_smalltalk(clause) or _names_nothing(clause):
             continue
         if _UNREAL_RE.match(clause):
             break  # the condition and its consequence are not the case
@@ -935,6 +935,22 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         sep = "，" if has_cjk(core) else ", "
         also = [] if attr is IDENTITY else _also_slots(core, attr, ctx.judge)
         _add(ctx, key, kind, sep.join(clauses), turn, c, subj, lang, negated=negated, also=also)
+
+
+_POSSESSIVE_ONLY_RE = re.compile(r"^(?:my|our) ([a-z-]+(?: [a-z-]+)?)$")
+_THERE_IS_ONE_RE = re.compile(r"^there(?:'s| is| are) (?:one|some|a few|plenty|lots)\b")
+
+
+def _names_nothing(clause: str) -> bool:
+    """A clause that names nothing: a possessive alone whose noun is no field of a profile ("my situation: …",
+    "our setup"; "my favourite band: …" is one), there is "one" of something named elsewhere ("there's one in
+    my building"), or a bare number ("2.1 I think")."""
+    own = _POSSESSIVE_ONLY_RE.match(clause)
+    return (
+        (own is not None and not label_slots(own.group(1)))
+        or _THERE_IS_ONE_RE.match(clause) is not None
+        or re.fullmatch(r"[\d\s.,:/%+\-]+", clause) is not None
+    )
 
 
 _EN_FROM_ONLY_RE = re.compile(

@@ -293,7 +293,11 @@ EN_DISCOURSE = re.compile(
 # Trailing asides that carry nothing ("…, by the way", "…顺便说一句").
 # The separator run is entered at its start only (the look-behind): retried from each of its positions, a
 # long run of spaces or commas backtracked for minutes. Same matches, linear.
-EN_DISCOURSE_TAIL = re.compile(r"(?<![,\s])[,\s]+(?:by the way|btw|fyi|just so you know|if that matters)\s*$", re.I)
+EN_DISCOURSE_TAIL = re.compile(
+    r"(?<![,\s])[,\s]+(?:by the way|btw|fyi|just so you know|if that matters|I think|I guess|I believe|for sure|"
+    r"actually)\s*$",
+    re.I,
+)
 ZH_DISCOURSE_TAIL = re.compile(r"(?:(?<![，,\s])[，,\s]+)?(?:顺便说一句|顺便一提|跟你说一下)\s*$")
 
 # One-off plans and wishes: transient unless the clause also names a stable attribute.

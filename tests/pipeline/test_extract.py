@@ -860,3 +860,14 @@ def test_no_before_a_noun_denies_it_and_a_question_about_any_confirms_nothing() 
     [diet] = _find(facts, "dairy")
     assert diet.value.startswith("No dairy")  # not "Dairy": the "no" is the statement's, not an interjection
     assert not _find(facts, "restrictions")  # "yeah" to "any restrictions?" names none
+
+
+def test_clauses_that_name_nothing_are_not_kept() -> None:
+    situation = extract_facts(_transcript(("user", "ok so my situation: freelance illustrator, based in lisbon")))
+    assert not _find(situation, "situation")  # a possessive alone, before what it introduces
+    assert _find(situation, "illustrator")
+    assert not extract_facts(
+        _transcript(("assistant", "Is there a gym near you?"), ("user", "yes, there's one in my building"))
+    )
+    assert not extract_facts(_transcript(("user", "2.1 i think")))  # a bare number, no thing it is of
+    assert _find(extract_facts(_transcript(("user", "I have one kid"))), "one kid")
