@@ -190,7 +190,9 @@ ZH_NAME_STOP = set("是在有对每今也都很就要会说喜不的了和跟去
 ZH_TIME_TRANSIENT = re.compile(
     r"今天|明天|后天|昨天|今晚|明晚|今早|明早|刚才|刚刚|这会儿|此刻|这周|本周|下周|这个周末|这周末|本周末|待会|等会|"
     r"这几天|这两天|前几天|前两天|(?:到|至|直到)\s*(?:\d{1,2}\s*[号日]|月底|周末|下周|下个月)|"
-    r"一会儿|马上|这次|这回|在(?:火车|地铁|飞机|车|路)上|出差中|报错|一直报|出错|失败|卡住|坏了"
+    r"一会儿|马上|这次|这回|在(?:火车|地铁|飞机|车|路)上|出差中|报错|一直报|出错|失败|卡住|坏了|"
+    # an acute illness passes ("我感冒了"); a cold medicine one is allergic to does not
+    r"感冒(?!药)|流感(?!疫苗)|发烧|发热|咳嗽|嗓子疼|喉咙(?:疼|痛)|拉肚子|着凉|中暑"
 )
 ZH_MOOD = re.compile(
     r"累|烦|着急|急死|难受|开心|高兴|无聊|郁闷|困|饿|紧张|焦虑|生气|头疼|头痛|发烧|不舒服|心情|哈哈|崩溃|"
@@ -205,7 +207,9 @@ EN_TIME_TRANSIENT = re.compile(
     r"\bgoing to sleep\b|\bfor now\b|\b(?:the )?(?:past|last) (?:few|couple of|two|three) days\b|"
     r"\bthis past week\b|\bthe other day\b|"
     r"\bthis time\b|\berror\b|\bfails?\b|\bfailing\b|\bbroken\b|"
-    r"\bkeeps? \w+ing\b|\bdoesn't work\b|\bisn't working\b|\bcan't connect\b",
+    r"\bkeeps? \w+ing\b|\bdoesn't work\b|\bisn't working\b|\bcan't connect\b|"
+    r"\b(?:a|the|this) (?:cold|flu|fever|stomach bug)\b(?! (?:shot|vaccine|medicine|meds))|\bsore throat\b|"
+    r"\bcoughing\b|\bhungover\b",
     re.I,
 )
 EN_MOOD = re.compile(

@@ -655,11 +655,56 @@ def _drop_trailing_questions(text: str, start: int, end: int) -> int:
     return end
 
 
+_TABLE_DELIMS = (",", "\t", "|", ";")
+_TABLE_FIELD_MAX_WORDS = 4
+
+
+def _row_shape(line: str) -> tuple[str, int] | None:
+    """(delimiter, fields) when a line reads as a row of pasted data: fields split by one delimiter, each short
+    ("BK-7,Oat Loaf,12", "| id | name |"). A sentence with commas has long fields, or spaces after them."""
+    line = line.strip(" \t")
+    for delim in _TABLE_DELIMS:
+        fields = [f.strip() for f in line.strip("|").split(delim)] if delim == "|" else line.split(delim)
+        if len(fields) < 2:
+            continue
+        if delim == "," and any(f.startswith(" ") for f in fields[1:]):
+            return None  # "I'm a nurse, I live in Leeds": prose puts a space after its commas
+        if len(fields) < (3 if delim in ",;" else 2):
+            return None  # "我是老师,住在北京": one comma typed without a space is still prose
+        if all(f.strip() and len(f.split()) <= _TABLE_FIELD_MAX_WORDS and len(f) <= 40 for f in fields):
+            return delim, len(fields)
+    return None
+
+
+def _table_spans(bounds: list[tuple[int, int]], lines: list[str]) -> list[tuple[int, int]]:
+    """Pasted tables: two or more consecutive lines with the same row shape (CSV, TSV, markdown). They are
+    material for the task, like code, and say nothing about the speaker."""
+    spans: list[tuple[int, int]] = []
+    i = 0
+    while i < len(lines):
+        shape = _row_shape(lines[i])
+        j = i + 1
+        while shape is not None and j < len(lines) and (_row_shape(lines[j]) == shape or _is_rule_row(lines[j])):
+            j += 1
+        rows = [line for line in lines[i:j] if not _is_rule_row(line)]
+        data = sum(bool(re.search(r"\d", line)) for line in rows)
+        if shape is not None and len(rows) >= 2 and (shape[0] in "|\t" or data >= 2):
+            spans.append((bounds[i][0], bounds[j - 1][1]))  # delimited prose seldom repeats its shape with numbers
+        i = j
+    return spans
+
+
+def _is_rule_row(line: str) -> bool:
+    """A markdown table's rule line ("|---|:--:|")."""
+    return "|" in line and "---" in line and not set(line) - set("|-: \t")
+
+
 def _block_spans(text: str) -> list[tuple[int, int]]:
-    """Quoted lines (`>`), pasted/forwarded messages (header blocks, forward markers) and reported speech."""
+    """Quoted lines (`>`), pasted/forwarded messages (header blocks, forward markers), pasted tables and
+    reported speech."""
     bounds = _lines(text)
     lines = [text[s:e] for s, e in bounds]
-    spans: list[tuple[int, int]] = []
+    spans: list[tuple[int, int]] = _table_spans(bounds, lines)
     for i, (s, e) in enumerate(bounds):
         line = lines[i]
         if line.lstrip(" \t").startswith(">"):

@@ -369,3 +369,21 @@ def test_pasted_scam_email_end_to_end(services, engine, namespace) -> None:
         for line in earlier.splitlines():  # the episode may tell what was pasted, labelled as such
             for piece in re.split(r" \| |；", line):
                 assert account not in piece or RELAYED_EN in piece or RELAYED_ZH in piece, block.text
+
+
+def test_pasted_tables_are_shown_material_and_delimited_prose_is_not() -> None:
+    csv = "Convert this to JSON:\nid,city,pop\nA-11,Oslo,700000\nB-20,Bergen,285000\nthanks, I'm an analyst"
+    split = split_quoted(csv)
+    assert split.quoted == ["id,city,pop\nA-11,Oslo,700000\nB-20,Bergen,285000"]
+    assert "I'm an analyst" in split.own
+    markdown = "Fix this:\n| id | name |\n|---|---|\n| 1 | Ann |\n| 2 | Bob |"
+    assert split_quoted(markdown).quoted == ["| id | name |\n|---|---|\n| 1 | Ann |\n| 2 | Bob |"]
+    assert split_quoted("a\tb\tc\n1\t2\t3").quoted == ["a\tb\tc\n1\t2\t3"]
+    assert split_quoted("姓名,年龄,城市\n张三,28,北京\n李四,30,上海\n我是老师").own.strip() == "我是老师"
+    for prose in (
+        "I like tea, coffee, juice\nI hate soda, beer, wine",  # a space after each comma: prose
+        "I have two kids,boy and girl\nmy wife,a teacher",  # one comma a line: prose typed fast
+        "我是老师,住在北京,有2个孩子\n我喜欢跑步,游泳,爬山",  # one line with a number: no repeated data row
+        "id,name,qty",  # one line is no table
+    ):
+        assert split_quoted(prose).quoted == [], prose
