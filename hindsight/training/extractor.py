@@ -188,9 +188,10 @@ def load_prototypes(lang: str) -> list[Example]:
     nothing), `prototypes_work_<lang>.jsonl` (the work register: stacks, projects, deadlines, said with a person,
     with a thing as subject or as pasted "label: value" lines, beside one-off work events and remarks),
     `prototypes_change_<lang>.jsonl` (a life that changed: the new state said with a change cue, beside one-off
-    changes and plans) and `contrast_<lang>.jsonl` (transient look-alikes of facts, and stable facts with time
-    words)."""
-    names = ("prototypes", "prototypes_work", "prototypes_change", "contrast")
+    changes and plans), `prototypes_assistant_<lang>.jsonl` (the register people use with an assistant: terse
+    self-descriptions, "senior SRE here", "我们是 PG", beside requests, one-off states and chat that says
+    nothing) and `contrast_<lang>.jsonl` (transient look-alikes of facts, and stable facts with time words)."""
+    names = ("prototypes", "prototypes_work", "prototypes_change", "prototypes_assistant", "contrast")
     return [
         Example(r["text"], lang, r["slot"] or NONE, f"prototypes_{lang}", text_split(r["text"]))
         for path in (DATA_DIR / f"{name}_{lang}.jsonl" for name in names)
