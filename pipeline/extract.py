@@ -1674,6 +1674,11 @@ _NOT_VENDOR = frozenset(
         "CSRF",
         "COOKIE",
         "HMAC",
+        "KEY",
+        "KEYS",
+        "ID",
+        "TOKEN",
+        "BEARER",
     ]
 )
 

@@ -495,6 +495,9 @@ def test_a_pasted_credential_names_a_service_the_user_uses_never_its_value() -> 
     )
     [stripe] = _find(facts, "Stripe")
     assert stripe.key == "user.stack"
+    # The words around the vendor name the kind of credential, not another service.
+    ids = extract_facts(_transcript(("user", "my config:\nOSS_ACCESS_KEY_ID=a1\nOSS_ACCESS_KEY_SECRET=b2")))
+    assert [f.value for f in ids if f.key == "user.stack"] == ["User uses OSS"]
     group = extract_facts(
         _transcript(("user", "hi all", "Ana"), ("user", f"my .env has STRIPE_SECRET_KEY={secret}", "Ben"))
     )
