@@ -680,6 +680,8 @@ def _table_spans(bounds: list[tuple[int, int]], lines: list[str]) -> list[tuple[
     """Pasted tables: two or more consecutive lines with the same row shape (CSV, TSV, markdown). They are
     material for the task, like code, and say nothing about the speaker."""
     spans: list[tuple[int, int]] = []
+    if len(lines) < 2:
+        return spans
     i = 0
     while i < len(lines):
         shape = _row_shape(lines[i])
