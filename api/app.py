@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import anyio.to_thread
 import structlog
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
@@ -24,11 +25,12 @@ from api.deps import AppState
 from api.routes import ROUTERS
 from hindsight import __version__
 from hindsight.config import Settings, get_settings
-from hindsight.db.engine import get_engine
+from hindsight.db.engine import ReadRouter, get_engine
 from hindsight.errors import InvalidInput, NotFound, TransientError
 from hindsight.logging import configure_logging
 from hindsight.services import privileged_writes
 from pipeline.base import Embedder
+from schemas.events import LSN_HEADER
 from schemas.inputs import json_safe
 from workers.publisher import CeleryPublisher
 
@@ -73,6 +75,31 @@ class BodyLimit:
         await self.app(scope, limited, guarded)
 
 
+class WritePosition:
+    """With a read replica configured, answer every successful write with `X-Hindsight-LSN`: the primary's WAL
+    position once the write has committed. A later read that sends it back as `X-Hindsight-Min-LSN` sees the
+    write (api/deps.py `_read_session`). The routes' units of work commit before the response starts."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            await self.app(scope, receive, send)
+            return
+
+        async def stamped(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] < 400:
+                state = getattr(scope["app"].state, "hs", None)
+                if isinstance(state, AppState) and state.reads.replica is not None:
+                    lsn = await anyio.to_thread.run_sync(state.reads.write_position)
+                    if lsn is not None:
+                        message["headers"] = [*message.get("headers", []), (LSN_HEADER.encode(), lsn.encode())]
+            await send(message)
+
+        await self.app(scope, receive, stamped)
+
+
 async def _too_large(send: Send, limit: int) -> None:
     body = f'{{"detail":"request body exceeds {limit} bytes"}}'.encode()
     await send(
@@ -96,9 +123,11 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
         from hindsight.broker import resolve_redis_url
         from hindsight.embeddings import build_embedder
 
+        engine = get_engine(settings)
         state = AppState(
             settings=settings,
-            engine=get_engine(settings),
+            engine=engine,
+            reads=ReadRouter.for_settings(settings, engine),
             embedder=embedder or build_embedder(settings.embedding),
             redis_url=resolve_redis_url(settings),
             auth=auth,
@@ -108,6 +137,8 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
         log.info("api.started", version=__version__, auth=auth.mode)
         yield
         state.engine.dispose()
+        if state.reads.replica is not None:
+            state.reads.replica.dispose()
 
     app = FastAPI(
         title="hindsight",
@@ -115,6 +146,7 @@ def create_app(settings: Settings | None = None, *, embedder: Embedder | None = 
         description="Long-term memory for LLM agents, distilled after the fact.",
         lifespan=lifespan,
     )
+    app.add_middleware(WritePosition)
     app.add_middleware(BodyLimit, limit=settings.limits.max_transcript_bytes * 2)
     # Added last, so it runs first: a request from a rebound DNS name is refused before anything is read.
     app.add_middleware(LoopbackOnly, enabled=not auth.enabled)

@@ -3,7 +3,8 @@
 Routes get database sessions only from here:
 - `ReadSessionDep` for every route that only reads (lists, gets, /search, /context: recall counts accesses
   on its own background thread, services/recall.py `AccessRecorder`, so reads need no write transaction);
-  it is rolled back, never committed.
+  it is rolled back, never committed. It reads from the replica (`database_read_url`) when there is one
+  that has replayed the caller's `X-Hindsight-Min-LSN`, else from the primary (`ReadRouter`).
 - `WriteSessionDep` for writes: committed when the route returns, before the response goes out (scope
   "function"), so the caller's next read sees the write; rolled back when the route raises.
 
@@ -23,16 +24,16 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, Path, Request
+from fastapi import Depends, Header, HTTPException, Path, Request
 from sqlalchemy import Engine
 
 from api.auth import Authenticator, Principal, bearer
 from hindsight.config import Settings
-from hindsight.db.engine import ReadSession, Session, read_session, session_scope
+from hindsight.db.engine import LSN_RE, ReadRouter, ReadSession, Session, session_scope
 from hindsight.queue import Publisher
 from hindsight.services.sessions import SessionStore, session_store
 from pipeline.base import Embedder
-from schemas.events import NAMESPACE_PATTERN
+from schemas.events import MIN_LSN_HEADER, NAMESPACE_PATTERN
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,8 @@ class AppState:
 
     settings: Settings
     engine: Engine
+    reads: ReadRouter
+    """Where reads go: the primary, or a replica that has replayed what the caller needs (`database_read_url`)."""
     embedder: Embedder
     redis_url: str
     auth: Authenticator
@@ -107,8 +110,23 @@ ActorDep = Annotated[str, Depends(_actor)]
 # -- units of work ---------------------------------------------------------------------------------------
 
 
-def _read_session(state: StateDep) -> Iterator[ReadSession]:
-    with read_session(state.engine) as session:
+def _min_lsn(
+    x_hindsight_min_lsn: Annotated[
+        str | None,
+        Header(
+            max_length=17,
+            description="Read at least this WAL position (the X-Hindsight-LSN of the caller's last write), so the "
+            "read sees that write even when reads go to a lagging replica.",
+        ),
+    ] = None,
+) -> str | None:
+    if x_hindsight_min_lsn is not None and not LSN_RE.match(x_hindsight_min_lsn):
+        raise HTTPException(422, f"{MIN_LSN_HEADER} must be a WAL position such as 0/3020B60")
+    return x_hindsight_min_lsn
+
+
+def _read_session(state: StateDep, min_lsn: Annotated[str | None, Depends(_min_lsn)]) -> Iterator[ReadSession]:
+    with state.reads.session(min_lsn) as session:
         yield session
 
 

@@ -35,7 +35,7 @@ from starlette.responses import JSONResponse, Response
 from api.auth import LOCAL, Authenticator, Forbidden, Principal, Unauthorized
 from hindsight import __version__
 from hindsight.config import Settings
-from hindsight.db.engine import ReadSession, Session, get_engine, read_session, session_scope
+from hindsight.db.engine import ReadRouter, ReadSession, Session, get_engine, session_scope
 from hindsight.errors import HindsightError, NotFound
 from hindsight.queue import Publisher
 from hindsight.services import erase as erase_service
@@ -74,11 +74,18 @@ ConfirmArg = Annotated[str, Field(max_length=128, description="The namespace aga
 class McpState:
     settings: Settings
     engine: Engine
+    reads: ReadRouter
     embedder: Embedder
     auth: Authenticator
     transport: Transport
     stdio_namespace: str | None
     publisher: Publisher
+    written: str | None = None
+    """The primary's WAL position after this server's last write: its reads see its own writes (`ReadRouter`)."""
+
+    def read_session(self, _: Engine) -> AbstractContextManager[ReadSession]:
+        """A read unit of work for `_in_session`: on the replica if it has replayed this server's writes."""
+        return self.reads.session(self.written)
 
 
 class _Verifier(TokenVerifier):
@@ -127,9 +134,11 @@ def build_server(
         emb: Embedder = (
             embedder if embedder is not None else await anyio.to_thread.run_sync(build_embedder, settings.embedding)
         )
+        engine = get_engine(settings)
         state = McpState(
             settings=settings,
-            engine=get_engine(settings),
+            engine=engine,
+            reads=ReadRouter.for_settings(settings, engine),
             embedder=emb,
             auth=auth,
             transport=transport,
@@ -239,12 +248,16 @@ async def _in_session(
     work: Callable[[S], T],
     errors: Callable[[HindsightError], Exception] = _tool_error,
 ) -> T:
-    """`work` in one unit of work, in a worker thread: `unit` is read_session (rolled back) for a read, or
-    session_scope (committed when `work` returns, rolled back if it raises) for a write."""
+    """`work` in one unit of work, in a worker thread: `unit` is `st.read_session` (rolled back; on a replica that
+    has replayed this server's writes) for a read, or session_scope (committed when `work` returns, rolled back
+    if it raises) for a write."""
 
     def run() -> T:
         with unit(st.engine) as session:
-            return work(session)
+            out = work(session)
+        if unit is session_scope:  # committed: later reads must see it
+            st.written = st.reads.write_position()
+        return out
 
     return await _call(run, errors)
 
@@ -256,7 +269,7 @@ async def _retrieve(ctx: Context, search: Callable[..., T], query: str, namespac
     st = _state(ctx)
     return await _in_session(
         st,
-        read_session,
+        st.read_session,
         lambda session: search(session, ns, query, embedder=st.embedder, settings=st.settings.retrieval, top_k=top_k),
     )
 
@@ -524,7 +537,7 @@ def _register(server: MCPServer[McpState]) -> None:
             raise ResourceError(str(exc)) from None
         return await _in_session(
             _state(ctx),
-            read_session,
+            _state(ctx).read_session,
             lambda session: memory_service.get_memory(session, ns, mid).model_dump_json(),
             _resource_error,
         )

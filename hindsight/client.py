@@ -24,6 +24,7 @@ from urllib.parse import quote
 import httpx
 
 from hindsight.errors import HindsightError, InvalidInput, NotFound, TransientError
+from schemas.events import LSN_HEADER, MIN_LSN_HEADER
 
 
 class Unauthorized(HindsightError):
@@ -92,6 +93,9 @@ class MemoryClient:
             token = token if token is not None else settings.auth.client_token
             namespace = namespace or settings.auth.default_namespace
         self.namespace = namespace
+        self.written: str | None = None
+        """The WAL position the API answered this client's last write with (`X-Hindsight-LSN`, sent only when the
+        API reads from a replica). Every read sends it back, so this client always reads its own writes."""
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout, transport=transport)
 
@@ -112,11 +116,16 @@ class MemoryClient:
         return quote(ns, safe=":@.-_")
 
     def _request(self, method: str, path: str, **kw: Any) -> Any:
+        if method == "GET" and self.written:
+            kw["headers"] = {**kw.get("headers", {}), MIN_LSN_HEADER: self.written}
         try:
             response = self._http.request(method, path, **kw)
         except httpx.TransportError as exc:
             raise TransientError(f"{method} {path}: {exc}") from exc
         if response.status_code < 400:
+            lsn = response.headers.get(LSN_HEADER)
+            if lsn and method != "GET":
+                self.written = lsn
             return response.json() if response.content else None
         try:
             detail = response.json().get("detail", response.text)

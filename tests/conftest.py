@@ -36,6 +36,8 @@ class Services:
     database_url: str
     redis_url: str
     data_dir: Path
+    pg_dir: Path
+    """The embedded server's data directory (a replica is copied from it)."""
 
     def env(self, **extra: str) -> dict[str, str]:
         env = {
@@ -85,7 +87,9 @@ def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
     pg_dir = base / "pg"
     server_url = start_postgres(pg_dir)
     redis = start_redis(base / "redis", persist=False)
-    svc = Services(pg_server_url=server_url, database_url="", redis_url=redis.url, data_dir=base / "data")
+    svc = Services(
+        pg_server_url=server_url, database_url="", redis_url=redis.url, data_dir=base / "data", pg_dir=pg_dir
+    )
     svc.data_dir.mkdir()
     svc.database_url = svc.create_database("hindsight_test")
 

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import NewType
 
-from sqlalchemy import Engine, create_engine
+import structlog
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session as _Session
 from sqlalchemy.orm import sessionmaker
 
 from hindsight.config import Settings, get_settings
 from hindsight.errors import NoServer
+
+log = structlog.get_logger(__name__)
 
 ReadSession = NewType("ReadSession", _Session)
 """A session used only to read (never committed)."""
@@ -98,3 +104,66 @@ def read_session(engine: Engine | None = None) -> Iterator[ReadSession]:
     finally:
         session.rollback()
         session.close()
+
+
+# -- reads from a replica ----------------------------------------------------------------------------------
+
+_PRIMARY = "hindsight.primary"
+LSN_RE = re.compile(r"^[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}$")
+"""A PostgreSQL WAL position as `pg_current_wal_lsn()` prints it ("0/3020B60")."""
+
+
+def lsn_value(lsn: str) -> int:
+    """A WAL position as a number, to compare two of them."""
+    high, low = lsn.split("/")
+    return (int(high, 16) << 32) | int(low, 16)
+
+
+@dataclass(frozen=True)
+class ReadRouter:
+    """Where a read goes: the replica (`settings.database_read_url`) when there is one, it is up and it has
+    replayed the caller's last write (`min_lsn`); else the primary. Without a replica every read goes to the
+    primary and nothing is asked of it.
+
+    A read that needs no particular write (`min_lsn` None) may see the replica's past, by as much as its
+    replication lag; a caller that wrote sends the position its write answered with and sees that write."""
+
+    primary: Engine
+    replica: Engine | None = None
+
+    @classmethod
+    def for_settings(cls, settings: Settings, primary: Engine) -> ReadRouter:
+        return cls(primary, _engine_for(settings.database_read_url) if settings.database_read_url else None)
+
+    def write_position(self) -> str | None:
+        """The primary's WAL position now, after the caller's commit; None without a replica (no read can lag)."""
+        if self.replica is None:
+            return None
+        with self.primary.connect() as conn:
+            return str(conn.execute(text("SELECT pg_current_wal_lsn()")).scalar_one())
+
+    def engine_for(self, min_lsn: str | None = None) -> Engine:
+        if self.replica is None:
+            return self.primary
+        try:
+            with self.replica.connect() as conn:
+                replayed = conn.execute(text("SELECT pg_last_wal_replay_lsn()")).scalar()
+        except SQLAlchemyError as exc:
+            log.warning("replica.unreachable", error=type(exc).__name__)
+            return self.primary  # a replica that is down costs freshness nothing and availability nothing
+        if replayed is None or min_lsn is None:
+            return self.replica  # None: the server is no standby (promoted), so it holds every write it has
+        return self.replica if lsn_value(str(replayed)) >= lsn_value(min_lsn) else self.primary
+
+    @contextmanager
+    def session(self, min_lsn: str | None = None) -> Iterator[ReadSession]:
+        """A read session (`read_session`) on `engine_for(min_lsn)`; `primary_engine` finds the primary from it."""
+        with read_session(self.engine_for(min_lsn)) as session:
+            session.info[_PRIMARY] = self.primary
+            yield session
+
+
+def primary_engine(session: ReadSession) -> Engine:
+    """The engine that takes writes for this session's reads (its own unless it reads from a replica)."""
+    primary = session.info.get(_PRIMARY)
+    return primary if isinstance(primary, Engine) else session.get_bind().engine

@@ -45,7 +45,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from hindsight.config import DEFAULT_MODEL_PROFILES, ModelProfile, RetrievalSettings, get_settings
-from hindsight.db.engine import ReadSession
+from hindsight.db.engine import ReadSession, primary_engine
 from hindsight.db.recall_repository import Candidate, RecallRepository, VectorPlan
 from hindsight.errors import InvalidInput
 from hindsight.textsearch import query_terms
@@ -304,7 +304,7 @@ def recall(
 
     ids = [c.row["id"] for _, c, _, _ in scored]
     if record_access and ids:
-        _recorder.add(session.get_bind().engine, ids, now)
+        _recorder.add(primary_engine(session), ids, now)  # a replica takes no writes
     hits = []
     for score, c, parts, age in scored:
         memory = MemoryRead.model_validate(c.row)

@@ -130,6 +130,7 @@ class FaultServices:
             database_url=self.database_url,
             redis_url=self.redis_url,
             data_dir=self.base / "data",
+            pg_dir=self.pg_dir,
         )
 
 
