@@ -80,10 +80,21 @@ def worker(
     concurrency: Annotated[
         int | None, typer.Option("--concurrency", "-c", help="Worker processes (default worker.concurrency).")
     ] = None,
+    hostname: Annotated[
+        str | None,
+        typer.Option(
+            "--hostname",
+            "-n",
+            help="The worker's node name (Celery's, e.g. 'distill-2@%h'): each worker sharing the queue, on one host "
+            "or several, needs its own.",
+        ),
+    ] = None,
     loglevel: Annotated[str, typer.Option()] = "INFO",
     wait: WaitOption = 60,
 ) -> None:
-    """Run a Celery worker (distillation and beat's jobs)."""
+    """Run a Celery worker (distillation and beat's jobs). Start as many as the load needs, on any hosts that
+    reach the same PostgreSQL and Redis: the queue hands each transcript to one of them, and a transcript is
+    distilled once whichever of them runs it (README "Scaling out")."""
     from hindsight.logging import configure_logging
     from workers.celery_app import get_app
 
@@ -99,6 +110,8 @@ def worker(
 
         settings.embedding.threads = threads_per_process(processes)
     argv = ["worker", f"--loglevel={loglevel}", "-Q", "hindsight", "-c", str(processes)]
+    if hostname:
+        argv += ["--hostname", hostname]
     get_app().worker_main(argv)
 
 

@@ -181,7 +181,9 @@ class FaultStack:
     env: dict[str, str]
     procs: dict[str, Proc] = field(default_factory=dict)
 
-    def start_worker(self, name: str = "worker", concurrency: int = 2, *, hooks: bool = False, **env: str) -> Proc:
+    def start_worker(
+        self, name: str = "worker", concurrency: int = 2, *, hooks: bool = False, node: str | None = None, **env: str
+    ) -> Proc:
         full_env = {**self.env, **env}
         if hooks:  # the same app and settings, plus the suite's test-only hook module (-I)
             args = ["-m", "celery", "-A", "workers.celery_app:app", "worker", "-I", "tests.faults.hooks"]
@@ -192,7 +194,8 @@ class FaultStack:
             )
             proc = Proc(name=name, popen=popen, log=log)
         else:
-            proc = start_proc(name, ["worker", "-c", str(concurrency)], full_env, self.log_dir)
+            args = ["worker", "-c", str(concurrency), *(["--hostname", node] if node else [])]
+            proc = start_proc(name, args, full_env, self.log_dir)
         self.procs[name] = proc
         wait_for(lambda: "worker.ready" in proc.output(), 120, f"{name} ready", {name: proc})
         return proc

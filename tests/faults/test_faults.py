@@ -170,6 +170,35 @@ def test_kill_whole_worker_holding_reserved_tasks(
     assert_clean(c, accepted=N)
 
 
+# -- 2b. two worker nodes on one queue, one of them killed mid-stream -------------------------------------------
+
+
+def test_two_worker_nodes_share_the_queue_exactly_once(
+    fault_services: FaultServices, fault_engine: sa.Engine, fault_stack: FaultStack
+) -> None:
+    """Workers on several hosts are several Celery nodes on one queue: here two processes with their own node
+    names. Both take work; when one is killed with tasks reserved, the other finishes everything (its own
+    tasks, and the dead node's once the sweeper republishes them), and every transcript is distilled once."""
+    t0 = time.monotonic()
+    one = fault_stack.start_worker("node-a", node="node-a@%h")
+    two = fault_stack.start_worker("node-b", node="node-b@%h")
+    fault_stack.start_beat()
+    prefix = new_prefix()
+    Publisher(fault_services, fault_engine).publish(canary_events(prefix, N))
+    wait_progress(fault_engine, prefix, 30)
+    assert "node-a@" in one.output()
+    assert "node-b@" in two.output()
+    done_by_a = one.output().count("distill.transcript.completed")
+    done_by_b = two.output().count("distill.transcript.completed")
+    assert done_by_a > 0, one.output()[-2000:]
+    assert done_by_b > 0, two.output()[-2000:]
+    fault_stack.kill_all("node-a")
+    c = wait_quiescent(fault_engine, prefix, N, 300, fault_stack.live())
+    report("two nodes, one killed", c, time.monotonic() - t0)
+    assert_clean(c, accepted=N)
+    assert two.output().count("distill.transcript.completed") > done_by_b  # the survivor went on alone
+
+
 # -- 3. a crash after the database commit and before the acknowledgement --------------------------------------
 
 
