@@ -134,8 +134,9 @@ class FaultServices:
         )
 
 
-def start_fault_services(base: Path) -> FaultServices:
-    """A fresh PostgreSQL and Redis under `base`, migrated (used by the suite and by bench/soak.py)."""
+def start_fault_services(base: Path, *, embedding_dim: int = EMBEDDING_DIM) -> FaultServices:
+    """A fresh PostgreSQL and Redis under `base`, migrated for vectors of `embedding_dim` (the suite's small model
+    by default); used by the suite and by bench/soak.py and bench/throughput.py."""
     from hindsight.db import migrate
 
     pg_dir = base / "pg"
@@ -144,7 +145,7 @@ def start_fault_services(base: Path) -> FaultServices:
     svc.server_url = server_url
     (base / "data").mkdir(exist_ok=True)
     svc.database_url = svc.as_services().create_database("hindsight_faults")
-    migrate.upgrade(svc.database_url, embedding_dim=EMBEDDING_DIM)
+    migrate.upgrade(svc.database_url, embedding_dim=embedding_dim)
     return svc
 
 
