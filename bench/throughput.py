@@ -28,6 +28,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Annotated, Any
@@ -42,7 +43,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import httpx  # noqa: E402
 import sqlalchemy as sa  # noqa: E402
 
-from tests.conftest import _http_ok, free_port, start_proc, wait_for  # noqa: E402
+from tests.conftest import Proc, _http_ok, free_port, start_proc, wait_for  # noqa: E402
 from tests.faults.conftest import FaultServices, start_fault_services, stop_fault_services  # noqa: E402
 
 CLIENT_THREADS = 8
@@ -162,6 +163,10 @@ def _embedding_alone(train_dir: Path, turns: int, n: int) -> float:
     return len(texts) / (time.perf_counter() - start)
 
 
+def _ready(proc: Proc) -> Callable[[], bool]:
+    return lambda: "worker.ready" in proc.output()
+
+
 def main(
     transcripts: Annotated[int, typer.Option(help="Transcripts per worker setting.")] = 200,
     workers: Annotated[str, typer.Option(help="Worker process counts to measure, comma-separated.")] = "1,2",
@@ -201,8 +206,7 @@ def main(
             for k in [int(x) for x in workers.split(",") if x.strip()]:
                 worker = start_proc(f"worker-{k}", ["worker", "-c", str(k)], env, logs)
                 try:
-                    ready = worker  # bound now, for the lambda
-                    wait_for(lambda: "worker.ready" in ready.output(), 180, "worker ready", {"worker": worker})
+                    wait_for(_ready(worker), 180, "worker ready", {"worker": worker})
                     prefix = f"tp{k}"
                     _run(engine, api, f"{prefix}warm", bodies[: 2 * k])  # each child loads its models once
                     say(f"{k} worker process(es): posting {len(bodies)} …")
