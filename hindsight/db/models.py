@@ -43,12 +43,31 @@ class Embedding(HALFVEC):
 
     cache_ok = True
 
+    def bind_processor(self, dialect: Any) -> Any:
+        return halfvec_text
+
     def result_processor(self, dialect: Any, coltype: Any) -> Any:
         def process(value: Any) -> np.ndarray | None:
+            if value is None:
+                return None
+            if isinstance(value, str):  # "[0.1,0.2,...]": parsed in C, not float() by float()
+                return np.fromstring(value[1:-1], dtype=np.float32, sep=",")
             values = HalfVector._from_db(value)
             return None if values is None else np.asarray(values, dtype=np.float32)
 
         return process
+
+
+def halfvec_text(value: Any) -> str | None:
+    """A vector as pgvector's text input for a halfvec column: each component rounded to half precision here,
+    then written to 5 significant digits, which name a binary16 value exactly, so the server stores the same
+    halves as from pgvector's own encoder. That encoder writes every float32 digit, which the server then
+    throws away: this is under half the characters and half the time (BENCHMARKS.md "Scaling out")."""
+    if value is None:
+        return None
+    if isinstance(value, HalfVector):
+        value = value.to_list()
+    return "[" + ",".join([f"{x:.5g}" for x in np.asarray(value, dtype=np.float16).tolist()]) + "]"
 
 
 class Base(DeclarativeBase):

@@ -28,6 +28,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from hindsight.db.models import halfvec_text
 from hindsight.textsearch import tsquery_term
 
 # Columns of MemoryRead (schemas.memories), everything but the embedding and the text-search columns.
@@ -118,7 +119,9 @@ def clear_caches() -> None:
 
 
 def _vec(embedding: Sequence[float]) -> str:
-    return "[" + ",".join(f"{x:.7g}" for x in embedding) + "]"
+    text = halfvec_text(embedding)  # the query is cast to halfvec, as the stored vectors are
+    assert text is not None
+    return text
 
 
 def choose_plan(

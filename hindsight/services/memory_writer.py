@@ -184,7 +184,8 @@ class MemoryWriter:
             access_count=0,
         )
         MemoryRepository(self.session).add(row)
-        self.session.flush()
+        # No flush here: the unit of work orders the inserts by their foreign keys (memory, then its provenance
+        # and audit rows) and sends each table's rows of the transcript in one statement at the commit.
         self.rows[row.id] = row
         self._provenance(row.id, fact, "created")
         self._audit(
@@ -268,6 +269,7 @@ class MemoryWriter:
             if op.new_confidence is not None:
                 old.confidence = round(min(old.confidence, op.new_confidence), 4)
         old.updated_at = self.now
+        self.session.flush()  # the conflict row is written by a statement of its own, after both memories
         ConflictRepository(self.session).add(
             ConflictRow(
                 namespace=old.namespace,
