@@ -828,7 +828,8 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
             explicit, sentence = True, _strip_discourse(stripped)
     # Short lead-ins before a colon ("两个习惯:", "Context first:") say nothing themselves; a label before a value
     # ("Deadline: March 14", "数据库：PostgreSQL 15") says what the value is of.
-    lead = re.match(r"^([^:]{1,14}):\s*(.{2,})$" if has_cjk(sentence) else r"^([^:]{1,32}):\s*(.{2,})$", sentence)
+    # The label holds no "[": "my key is [REDACTED:api_key]" has no label, only a redaction marker's colon.
+    lead = re.match(r"^([^:\[]{1,14}):\s*(.{2,})$" if has_cjk(sentence) else r"^([^:\[]{1,32}):\s*(.{2,})$", sentence)
     if lead and _ENUMERATOR_RE.search(lead.group(1).strip()) and not _FIRST_PERSON_RE.search(lead.group(2)):
         return  # "Step 2: install node", "第一步：装 node": an item of a list is material for the task
     if lead:
@@ -874,6 +875,7 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
             not clause
             or _is_smalltalk(clause)
             or _names_nothing(clause)
+            or _PLACEHOLDER_RE.search(clause)
             or (not ctx.answering and _zh_lone_noun(clause))
         ):
             continue
@@ -968,6 +970,17 @@ def _names_nothing(clause: str) -> bool:
         or _THERE_IS_ONE_RE.match(clause) is not None
         or re.fullmatch(r"[\d\s.,:/%+\-]+", clause) is not None
     )
+
+
+_PLACEHOLDER_RE = re.compile(
+    r"\[(?=[\w' ]{0,40}(?:_|\b(?:user|name|username|location|city|hometown|country|company|employer|job|age|date|"
+    r"number|email|phone|address|insert|placeholder|your)\b))[\w' ]{1,40}\](?!\()|\{\{?\s*[A-Za-z_][\w .-]{0,30}\}\}?",
+    re.I,
+)
+"""A template's blank ("Hi, I'm [name]", "I live in {city}", "[user 1's hometown]", "[User 2]"): the clause names
+nothing yet. A blank in brackets names the field it stands for (or joins words with "_"); an aside ("[sic]"), a
+bracketed list ("[Redis, Postgres]"), a redaction marker (`[REDACTED:…]`, which says a secret was there) or a
+markdown link ("[docs](…)") is none."""
 
 
 @lru_cache(maxsize=4096)

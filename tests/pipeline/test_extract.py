@@ -903,3 +903,24 @@ def test_a_lone_noun_is_an_answer_only_after_a_question() -> None:
     assert not _active(extract_facts(_transcript(("user", "税法"))))
     answered = extract_facts(_transcript(("assistant", "你最喜欢吃什么水果？"), ("user", "榴莲")))
     assert _find(answered, "榴莲")
+
+
+def test_a_template_blank_names_nothing() -> None:
+    facts = extract_facts(
+        _transcript(("user", "Hi, my name is [user 1 name]. I'm from [user2_location]. I'm a nurse."))
+    )
+    assert [f.value for f in _active(facts)] == ["User is a nurse"]
+    assert not _active(extract_facts(_transcript(("user", "I live in {city} and work at {{company}}"))))
+    # A markdown link is no blank.
+    linked = extract_facts(
+        _transcript(("user", "I maintain [hindsight](https://example.org/hindsight), a memory library"))
+    )
+    assert _find(linked, "hindsight")
+
+
+def test_a_redaction_marker_is_no_label() -> None:
+    facts = extract_facts(_transcript(("user", "my key is sk-live-abcdefghijklmnopqrstuvwx1234 for stripe")))
+    values = [f.value for f in _active(facts)]
+    assert values, values
+    assert not any("api_key]" in v or v.startswith("User:") for v in values), values
+    assert all("sk-live" not in v for v in values)
