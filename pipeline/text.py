@@ -668,9 +668,9 @@ def _row_shape(line: str) -> tuple[str, int] | None:
         if len(fields) < 2:
             continue
         if delim == "," and any(f.startswith(" ") for f in fields[1:]):
-            return None  # "I'm a nurse, I live in Leeds": prose puts a space after its commas
+            continue  # "I'm a nurse, I live in Leeds": prose puts a space after its commas
         if len(fields) < (3 if delim in ",;" else 2):
-            return None  # "我是老师,住在北京": one comma typed without a space is still prose
+            continue  # "我是老师,住在北京": one comma typed without a space is still prose
         if all(f.strip() and len(f.split()) <= _TABLE_FIELD_MAX_WORDS and len(f) <= 40 for f in fields):
             return delim, len(fields)
     return None

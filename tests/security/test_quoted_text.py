@@ -378,6 +378,8 @@ def test_pasted_tables_are_shown_material_and_delimited_prose_is_not() -> None:
     assert "I'm an analyst" in split.own
     markdown = "Fix this:\n| id | name |\n|---|---|\n| 1 | Ann |\n| 2 | Bob |"
     assert split_quoted(markdown).quoted == ["| id | name |\n|---|---|\n| 1 | Ann |\n| 2 | Bob |"]
+    commas = "| id | city, country |\n|---|---|\n| 1 | Oslo, Norway |"  # commas inside a markdown row's cells
+    assert split_quoted(commas).quoted == [commas]
     assert split_quoted("a\tb\tc\n1\t2\t3").quoted == ["a\tb\tc\n1\t2\t3"]
     assert split_quoted("姓名,年龄,城市\n张三,28,北京\n李四,30,上海\n我是老师").own.strip() == "我是老师"
     for prose in (
