@@ -89,3 +89,54 @@ def test_two_schedulers_at_once_move_each_memory_exactly_once(own_engine: sa.Eng
     assert all(len(_audits(own_engine, i)) == 1 for i in ids)
     moved = [m for r in reports for m in r.moved]
     assert sorted(moved) == sorted(ids), "each memory moved by exactly one scheduler"
+
+
+def _due(engine: sa.Engine, mid: object) -> datetime | None:
+    with engine.connect() as conn:
+        return conn.execute(sa.text("SELECT due_at FROM memories WHERE id=:i"), {"i": mid}).scalar_one()
+
+
+def test_the_due_time_follows_every_write(own_engine: sa.Engine, namespace: str) -> None:
+    """The stored due time (what the lifecycle's index reads) is kept by the database on every write path: a
+    plain INSERT, an UPDATE of the clock, pinning, and the lifecycle's own move to `stale`."""
+    settings = LifecycleSettings()  # the defaults: project 21 days, deadline slots 14, archive after 90
+    _age(own_engine, settings, now=NOW)  # writes the windows in force
+    at = NOW - timedelta(days=40)
+    project = create_memory(own_engine, namespace, kind="project", at=at)
+    deadline = create_memory(own_engine, namespace, kind="project", key="user.deadline", at=at)
+    assert _due(own_engine, project) == at + timedelta(days=21)
+    assert _due(own_engine, deadline) == at + timedelta(days=14), "a slot's own window comes before its kind's"
+
+    with own_engine.begin() as conn:
+        conn.execute(sa.text("UPDATE memories SET pinned = true WHERE id = :i"), {"i": project})
+    assert _due(own_engine, project) is None, "a pinned memory is never due"
+    with own_engine.begin() as conn:
+        conn.execute(
+            sa.text("UPDATE memories SET pinned = false, last_verified_at = :t WHERE id = :i"), {"i": project, "t": NOW}
+        )
+    assert _due(own_engine, project) == NOW + timedelta(days=21), "re-confirmation restarts the window"
+
+    report = _age(own_engine, settings, now=NOW)
+    assert report.moved == [deadline]
+    assert _due(own_engine, deadline) == NOW + timedelta(days=settings.default_archive_after_days)
+    _age(own_engine, settings, now=NOW + timedelta(days=settings.default_archive_after_days + 1))
+    assert _state(own_engine, deadline) == "archived"
+    assert _due(own_engine, deadline) is None
+
+
+def test_changed_windows_recompute_only_the_rows_they_move(own_engine: sa.Engine, namespace: str) -> None:
+    settings = LifecycleSettings()
+    _age(own_engine, settings, now=NOW)
+    at = NOW - timedelta(days=10)
+    project = create_memory(own_engine, namespace, kind="project", at=at)
+    others = [create_memory(own_engine, namespace, kind=k, at=at) for k in ("fact", "preference", "habit")]
+    before = {m: _due(own_engine, m) for m in others}
+
+    shorter = LifecycleSettings(stale_after_days={**settings.stale_after_days, "project": 5})
+    report = _age(own_engine, shorter, now=NOW)
+    assert report.recomputed == 1, "only the project memory's window changed"
+    assert report.moved == [project], "10 days > the new 5-day window: due at once"
+    assert {m: _due(own_engine, m) for m in others} == before
+
+    again = _age(own_engine, shorter, now=NOW)
+    assert (again.recomputed, again.moved) == (0, [])

@@ -14,6 +14,7 @@ from sqlalchemy import (
     Boolean,
     Computed,
     DateTime,
+    FetchedValue,
     Float,
     ForeignKey,
     Index,
@@ -185,6 +186,23 @@ class MemoryRow(Base):
     state_changed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     last_accessed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     access_count: Mapped[int] = mapped_column(Integer, default=0)
+    due_at: Mapped[datetime | None] = mapped_column(
+        DateTime(timezone=True), server_default=FetchedValue(), server_onupdate=FetchedValue()
+    )
+    """When the lifecycle's next step is due for this row (stale, then archived); NULL when none is. A trigger
+    computes it from `lifecycle_windows` on every write (migration 0013_lifecycle_due)."""
+
+
+class LifecycleWindowRow(Base):
+    """A lifecycle window in use: scope `key` (a key attribute), `kind`, or `default` (name ''). The lifecycle
+    job writes these from the settings and the slot registry; the due-time trigger reads them."""
+
+    __tablename__ = "lifecycle_windows"
+
+    scope: Mapped[str] = mapped_column(String(8), primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    stale_days: Mapped[int | None] = mapped_column(Integer)
+    archive_days: Mapped[int | None] = mapped_column(Integer)
 
 
 class ProvenanceRow(Base):

@@ -14,11 +14,11 @@ from sqlalchemy import (
     Float,
     String,
     and_,
-    case,
     cast,
     delete,
     exists,
     func,
+    insert,
     literal,
     or_,
     select,
@@ -34,6 +34,7 @@ from hindsight.db.models import (
     AuditRow,
     ConflictRow,
     EpisodeRow,
+    LifecycleWindowRow,
     MemoryRow,
     ProvenanceRow,
     RoundRow,
@@ -503,38 +504,52 @@ class MemoryRepository:
         """Delete the rows (their provenance and conflicts go with them: ON DELETE CASCADE)."""
         return _delete_in_namespace(self.session, MemoryRow, namespace, ids)
 
+    def sync_lifecycle_windows(self, windows: set[tuple[str, str, int | None, int | None]]) -> int:
+        """Make `lifecycle_windows` hold exactly `windows` ((scope, name, stale_days, archive_days) rows). When
+        that changes anything, the due time of every active or stale memory it moves is recomputed (only those
+        rows are written). Returns how many memories were recomputed; 0 when the windows were already these."""
+        held = {
+            (r.scope, r.name, r.stale_days, r.archive_days)
+            for r in self.session.execute(select(LifecycleWindowRow)).scalars()
+        }
+        if held == windows:
+            return 0
+        self.session.execute(delete(LifecycleWindowRow))
+        if windows:
+            self.session.execute(
+                pg_insert(LifecycleWindowRow),
+                [{"scope": s, "name": n, "stale_days": sd, "archive_days": ad} for s, n, sd, ad in sorted(windows)],
+            )
+        due = func.memory_due_at(
+            MemoryRow.kind,
+            MemoryRow.key,
+            MemoryRow.state,
+            MemoryRow.pinned,
+            MemoryRow.last_verified_at,
+            MemoryRow.state_changed_at,
+        )
+        result = self.session.execute(
+            update(MemoryRow)
+            .where(MemoryRow.state.in_(("active", "stale")), MemoryRow.due_at.is_distinct_from(due))
+            .values(due_at=due)
+            .execution_options(synchronize_session=False)
+        )
+        return _rowcount(result)
+
     def transition_due(
-        self,
-        *,
-        from_state: str,
-        to_state: str,
-        windows: dict[str, int],
-        default_days: int,
-        clock_column: str,
-        now: datetime,
-        limit: int,
-        key_windows: dict[str, int] | None = None,
+        self, *, from_state: str, to_state: str, now: datetime, limit: int
     ) -> list[tuple[uuid.UUID, str, str]]:
-        """Compare-and-set `from_state` -> `to_state` for unpinned memories older than their window: the
-        first of `key_windows` (key attribute → days, from the slot registry) whose attribute ends the key,
-        else their kind's window, else `default_days`.
+        """Compare-and-set `from_state` -> `to_state` for up to `limit` unpinned memories whose due time
+        (`due_at`, kept by a trigger from `lifecycle_windows`) has come, the longest due first. The index on
+        (state, due_at) finds them: the cost follows the rows that are due, not the size of the table.
 
         Returns (id, namespace, kind) of the rows this call moved; a concurrent caller moving the same row
         finds it no longer in `from_state` and skips it (SKIP LOCKED + the WHERE on state).
         """
-        column = getattr(MemoryRow, clock_column)
-        branches: list[tuple[ColumnElement[bool], int]] = [
-            (MemoryRow.key.like(f"%.{attr}"), n) for attr, n in (key_windows or {}).items()
-        ]
-        branches += [(MemoryRow.kind == kind, n) for kind, n in windows.items()]
-        days = case(*branches, else_=default_days) if branches else literal(default_days)
         due = (
             select(MemoryRow.id)
-            .where(
-                MemoryRow.state == from_state,
-                MemoryRow.pinned.is_(False),
-                column < literal(now) - func.make_interval(0, 0, 0, days),
-            )
+            .where(MemoryRow.state == from_state, MemoryRow.due_at <= now, MemoryRow.pinned.is_(False))
+            .order_by(MemoryRow.due_at)
             .limit(limit)
             .with_for_update(skip_locked=True)
         )
@@ -628,6 +643,14 @@ class AuditRepository:
         if at is not None:
             row.created_at = at
         self.session.add(row)
+
+    def add_many(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Append many history rows in one multi-row INSERT (each a dict of `AuditRow` columns; `created_at`
+        required). A batch job's history without an ORM object per row."""
+        if rows:
+            self.session.execute(
+                insert(AuditRow), [{"transcript_id": None, "from_state": None, "to_state": None, **r} for r in rows]
+            )
 
     def last(self, memory_id: uuid.UUID, action: str) -> AuditRow | None:
         return self.session.execute(
