@@ -68,6 +68,9 @@ _KEY_FILLER = frozenset(
 )
 
 
+_TEAM_SUBJECTS = frozenset(("team", "we", "our", "us"))
+
+
 def canonical_key(key: str) -> tuple[str, tuple[str, ...]]:
     """(subject, attribute concepts) so that differently spelled keys about the same thing compare equal."""
     key = normalize(key).lower()
@@ -79,6 +82,11 @@ def canonical_key(key: str) -> tuple[str, tuple[str, ...]]:
         concept = canonical_slot(token) or token
         if concept not in concepts:
             concepts.append(concept)
+    if subject in _TEAM_SUBJECTS and any(c in BY_NAME and "team" in BY_NAME[c].subjects for c in concepts[:1]):
+        # The offline extractor files "we moved the database to Postgres" under `user.database` (value "the user's
+        # team …"); another writer (an LLM, a manual write) may say `team.database`. For a slot a team can hold,
+        # both are the user's working context: one slot, so a change to either retires the other.
+        subject = "user"
     return subject, tuple(concepts)
 
 
@@ -312,7 +320,8 @@ def _decide(fact: CandidateFact, emb: list[float], pool: list[_Mem], threshold: 
 
 _FROM_RE = re.compile(
     r"\bfrom\s+([A-Za-z][\w+#.\-]*(?:\s[A-Z][\w+#.\-]*)?)\s+(?:to|for)\b|从\s*([A-Za-z][\w+#.\-]*|[\u4e00-\u9fff]{2,6}?)\s*"
-    r"(?:换成|换到|改成|改用|迁到|迁移到|转到|搬到|升级到|到)"
+    # "从后端转岗到算法", "从北京搬到": a verb of one or two characters may stand before 到.
+    r"(?:换成|改成|改用|[\u4e00-\u9fff]{0,2}到)"
 )
 
 
@@ -323,6 +332,8 @@ def _source_of_change(value: str) -> str | None:
 
 
 def _names(value: str, term: str) -> bool:
+    if has_cjk(term):  # Chinese has no word boundaries: "后端" is named in "Java 后端开发"
+        return term in value
     return bool(term) and re.search(rf"(?<![\w]){re.escape(term)}(?![\w])", value, re.I) is not None
 
 

@@ -72,7 +72,13 @@ _SENT_RE = re.compile(
 # A redaction marker's colon ("[REDACTED:password]") is not a clause boundary.
 # A leading `\s+` starts only where a whitespace run starts (`(?<!\s)`): tried from every position of a long
 # run, each try rescans the rest of it (quadratic: 32,000 spaces took ~14 s). Same splits, linear.
-_ZH_CLAUSE_RE = re.compile(r"[，,、]\s*|(?<!\[REDACTED)[：:]\s*|(?<!\s)\s+[—–-]{1,2}\s+|——")
+# Chinese chat often puts a space where punctuation belongs ("我妈有高血压 每天吃药 她能吃西柚吗"): standard Chinese
+# has no spaces between words, so a space between two Chinese characters ends a clause like a comma. A space next
+# to a Latin word or a number ("我用 VS Code 写", "下个月 15 号") is word spacing.
+_ZH_CLAUSE_RE = re.compile(
+    r"[，,、]\s*|(?<!\[REDACTED)[：:]\s*|(?<!\s)\s+[—–-]{1,2}\s+|——"
+    r"|(?<=[\u3400-\u9fff])[ \t\u3000]+(?=[\u3400-\u9fff])"
+)
 _EN_CLAUSE_RE = re.compile(
     r",\s+(?:but|so|though|although)\s+|,\s+(?=(?:and I|and we|and my|because|since|while|which)\b)"
     r"|,\s+(?=(?:I|I'm|I've|I'd|I'll|we|we're|my|our|she|he|they|it's|it is|that's|that is)\b)"
@@ -299,7 +305,14 @@ _ZH_CHANGE = (
     "以前是",
     "之前是",
     "切换到",
+    "转岗",
+    "转行",
+    "现在已经",
+    "已经开始",
+    "现在开始",
 )
+# "雅思不考了", "咖啡不喝了": 不 + a verb + 了 ends a habit or a plan (no longer). Not "不错了", "不行了" (a state).
+_ZH_NO_LONGER_RE = re.compile(r"不(?!错|行|好|对|了|知|会|够|要|太|是)[\u4e00-\u9fff]{1,2}了")
 _EN_CHANGE_RE = re.compile(
     r"\b(?:switched|switching|moved|moving|migrated|upgraded|changed|converted) (?:to|over|from)\b|"
     r"\bno longer\b|\bnot anymore\b|\banymore\b|\bnow use\b|"
@@ -313,7 +326,7 @@ _EN_CHANGE_RE = re.compile(
 def has_change_cue(text: str) -> bool:
     """A change of state makes an older value wrong ("升级到", "搬到", "不再", "switched to", "no longer")."""
     t = normalize(text)
-    return any(c in t for c in _ZH_CHANGE) or bool(_EN_CHANGE_RE.search(t))
+    return any(c in t for c in _ZH_CHANGE) or bool(_ZH_NO_LONGER_RE.search(t) or _EN_CHANGE_RE.search(t))
 
 
 # --- confirmation / rejection --------------------------------------------------------------------------

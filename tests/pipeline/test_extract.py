@@ -924,3 +924,13 @@ def test_a_redaction_marker_is_no_label() -> None:
     assert values, values
     assert not any("api_key]" in v or v.startswith("User:") for v in values), values
     assert all("sk-live" not in v for v in values)
+
+
+def test_facts_said_with_spaces_for_commas_are_kept() -> None:
+    """Chinese chat often writes a space where the comma belongs: the statement before a question is still kept,
+    and the question is not."""
+    facts = _active(extract_facts(_transcript(("user", "我妈有高血压 每天吃降压药 她能吃西柚吗"))))
+    assert _find(facts, "高血压")
+    assert not _find(facts, "西柚")
+    facts = _active(extract_facts(_transcript(("user", "离地铁近就行 对了我是华住的会员 优先华住旗下的"))))
+    assert _find(facts, "华住的会员")

@@ -234,3 +234,22 @@ def test_a_one_value_slot_whose_new_value_drops_the_old_words_is_contradicted() 
     style = mem("user.answer_style", "用户希望回答简洁，先给结论再解释", 0)
     [op] = reconcile([fact("user.answer_style", "第一句话就给答案，原因放后面", 40)], [style], dedupe_threshold=T)
     assert op.action != "conflict"
+
+
+def test_a_team_slot_is_one_slot_whoever_wrote_its_key() -> None:
+    """The offline extractor files "we moved the database" under user.database; an LLM or a manual write may say
+    team.database. For a slot a team can hold they are one slot; for one it cannot (a role), they stay apart."""
+    assert keys_match("team.database", "user.database")
+    assert not keys_match("team.role", "user.role")
+    old = mem("team.database", "团队使用 MySQL 5.7", 0)
+    new = fact("user.database", "用户团队上季度把库从 MySQL 迁到 PostgreSQL 16 了", 40, supersedes_previous=True)
+    [op] = reconcile([new], [old], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("supersede", old.id)
+
+
+def test_a_change_naming_its_chinese_source_retires_the_memory_that_holds_it() -> None:
+    # "从后端转岗到…": the verb before 到 is not part of the source, and a Chinese term is found inside a word.
+    role = mem("user.role", "用户是 Java 后端开发", 0)
+    new = fact("user.project", "用户从后端转岗到算法组了", 60, supersedes_previous=True)
+    [op] = reconcile([new], [role], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("supersede", role.id)

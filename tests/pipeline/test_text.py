@@ -78,8 +78,21 @@ def test_numbers_and_versions() -> None:
     assert not numbers_conflict("MySQL 8", "MySQL 8.0")
 
 
+def test_a_space_between_chinese_characters_ends_a_clause() -> None:
+    # Chat often puts a space where the comma belongs; a space beside a Latin word or a number is word spacing.
+    assert split_clauses("我妈有高血压 每天吃药 她能吃西柚吗") == ["我妈有高血压", "每天吃药", "她能吃西柚吗"]
+    assert split_clauses("我用 VS Code 写 Python") == ["我用 VS Code 写 Python"]
+    assert split_clauses("下个月 15 号去成都") == ["下个月 15 号去成都"]
+    assert split_clauses("还行吧　刚下班") == ["还行吧", "刚下班"]  # an ideographic space too
+
+
 def test_change_cues() -> None:
     assert has_change_cue("我们把后端换成 Go 了")
+    assert has_change_cue("雅思不考了")  # 不 + verb + 了: no longer
+    assert has_change_cue("我现在已经开始吃肉了")
+    assert has_change_cue("我从后端转岗到算法组了")
+    assert not has_change_cue("这家店还不错了")
+    assert not has_change_cue("我不知道了")
     assert has_change_cue("我去年搬到成都")
     assert has_change_cue("I switched to Fedora last year")
     assert has_change_cue("I no longer eat meat")
