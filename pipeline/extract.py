@@ -869,8 +869,11 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
     subject: Subject | None = None
     pending: list[str] = []  # attribute-less clauses waiting for the group they belong to
     previous = ""
+    corrections: set[str] = set()  # clauses that correct what was believed ("其实不过敏", "not allergic after all")
     for raw in split_clauses(sentence):
         clause, previous = _the_one(_strip_discourse(raw), previous), raw
+        if _CORRECTION_RE.search(raw):
+            corrections.add(clause)
         if (
             not clause
             or _is_smalltalk(clause)
@@ -940,10 +943,15 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
             continue
         core = next((c for c in clauses if _match_attribute(c, ctx.judge) is attr), clauses[0])
         # "不是产品，是测试" / "not a student, I teach": negated only when every attribute clause is.
+        stated = [c for c in clauses if _match_attribute(c, ctx.judge) is not None]
+        corrected = [c for c in stated if c in corrections]
         if attr is IDENTITY:
             negated = _polarity(core)
+        elif corrected:
+            # "以为自己头孢过敏……其实不过敏": the correction is what holds, whatever was believed before it.
+            negated = _polarity(corrected[-1])
         else:
-            negated = all(_polarity(c) for c in clauses if _match_attribute(c, ctx.judge) is not None)
+            negated = all(_polarity(c) for c in stated)
         key = _key_for(subj, attr, core)
         if attr is DECISION and (key.endswith(".misc") or _says_nothing(core)):
             continue  # "let's go with that": what was decided is not named here
@@ -956,6 +964,8 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         _add(ctx, key, kind, sep.join(clauses), turn, c, subj, lang, negated=negated, also=also)
 
 
+_CORRECTION_RE = re.compile(r"其实|原来|\bafter all\b|\bturns? out\b|\bturned out\b|\bactually\b", re.I)
+"""A clause that corrects a belief: its polarity is the group's, whatever the clauses before it said."""
 _POSSESSIVE_ONLY_RE = re.compile(r"^(?:my|our) ([a-z-]+(?: [a-z-]+)?)$")
 _THERE_IS_ONE_RE = re.compile(r"^there(?:'s| is| are) (?:one|some|a few|plenty|lots)\b")
 
@@ -1092,8 +1102,10 @@ _POINTED_NP_RE = re.compile(r"\b(?:that|this|those|these|the same)\s+(?=[a-z])(?
 _ALSO_RE = re.compile(r"\b(?:too|also|as well|either)\b", re.I)
 
 _UNREAL_RE = re.compile(
-    r"^(?:if only|if (?:i|we) (?:were|was|had|could|would|did|didn't|weren't|hadn't)|i wish|i'd wish|"
-    r"suppose|supposing|imagine)\b|^(?:我)?(?:如果|假如|假设|要是|万一|倘若|若是)",
+    r"^(?:(?:but|and|so|or) )?(?:if only|if (?:i|we) (?:were|was|had|could|would|did|didn't|weren't|hadn't|"
+    # "if I moved to Vancouver": a past tense after "if I" is counterfactual ("if I move" may be a plan)
+    r"[a-z]+ed)|i wish|i'd wish|suppose|supposing|imagine|(?:purely |just )?hypothetical(?:ly)?)\b"
+    r"|^(?:我)?(?:如果|假如|假设|要是|万一|倘若|若是)",
     re.I,
 )
 """A condition or a wish ("if I had a boat", "I wish I could sing", "如果我这样吃"): it and what follows it in

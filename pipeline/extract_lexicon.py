@@ -283,8 +283,10 @@ ZH_DISCOURSE = re.compile(
     # "那"/"对"/"行"/"好" open a sentence as fillers, and words as well ("那个小程序", "对面", "行业", "好像"):
     # only the filler is stripped; "那个，" followed by a pause is a filler too.
     r"^(?:嗯+|哦+|噢|啊|哈+|好的?(?![像多几些久])|行(?![业李程])|对了|另外|还有|其实|顺便说一下|顺便|先说一下|先说|"
-    r"[跟和]你说一下|[跟和]你说|告诉你|说一下|补充一下|然后|所以|不过|"
-    r"但是|那个(?=[，,])|那(?![个些么样种里边儿时会])|就是|反正|总之|话说|对(?![于面象方手])|是的|没错|不是)[，,。！!：:\s]*"
+    # "不过敏" (not allergic) is no "不过" (but), and "不是经理" is a denial, not the filler "不是，…" (no, …).
+    r"[跟和]你说一下|[跟和]你说|告诉你|说一下|补充一下|然后|所以|不过(?!敏)|"
+    r"但是|那个(?=[，,])|那(?![个些么样种里边儿时会])|就是|反正|总之|话说|对(?![于面象方手])|是的|没错|"
+    r"不是(?=[，,。！!：:\s]|$))[，,。！!：:\s]*"
 )
 EN_DISCOURSE = re.compile(
     # "no" is an interjection only before a stop or before another interjection: "no dairy" denies dairy.

@@ -106,7 +106,13 @@ def split_sentences(text: str) -> list[str]:
     return [p for p in out if not re.fullmatch(r"[\W_]+", p)]
 
 
-_EN_AND_I_RE = re.compile(r"(?<!\s)\s+and\s+(?=(?:I|I'm|I've|I'd|I'll|we|we're|we've)\b)")  # (?<!\s): as above
+_EN_AND_I_RE = re.compile(
+    r"(?<!\s)\s+and\s+(?=(?:I|I'm|I've|I'd|I'll|we|we're|we've)\b"  # (?<!\s): as above
+    # "I run a bakery and want a formula": the same subject goes on to ask for something
+    r"|(?:want|need|would like|am looking for|was wondering)\b"
+    # "took up bouldering and my forearms are wrecked today": a second subject with its own verb
+    r"|my \w+(?: \w+)? (?:is|are|was|were|has|have|had|hasn't|haven't|isn't|aren't|keeps?|won't|can't|feels?)\b)"
+)
 
 
 def _split_and_i(piece: str) -> list[str]:

@@ -934,3 +934,36 @@ def test_facts_said_with_spaces_for_commas_are_kept() -> None:
     assert not _find(facts, "西柚")
     facts = _active(extract_facts(_transcript(("user", "离地铁近就行 对了我是华住的会员 优先华住旗下的"))))
     assert _find(facts, "华住的会员")
+
+
+def test_a_correction_sets_the_polarity_of_what_was_believed() -> None:
+    """ "I thought I was allergic … actually not": the correction holds, so the fact is a negation (which then
+    conflicts with, or retires, the old allergy), and "不过敏" is no "不过" (but) + "敏"."""
+    said = "之前一直以为自己头孢过敏，上周做了皮试，结果阴性，其实不过敏。"
+    [zh] = _active(extract_facts(_transcript(("user", said))))
+    assert (zh.key, zh.negated) == ("user.allergy", True)
+    assert "不过敏" in zh.value
+    [en] = _active(
+        extract_facts(
+            _transcript(("user", "I had a penicillin allergy test, so I'm not allergic to penicillin after all."))
+        )
+    )
+    assert (en.key, en.negated) == ("user.allergy", True)
+    [kept] = _active(extract_facts(_transcript(("user", "我对花生过敏，挺严重的"))))
+    assert not kept.negated
+
+
+def test_a_hypothetical_after_a_conjunction_states_nothing() -> None:
+    said = "Purely hypothetical, but if I moved to Vancouver, what would rent be compared to here?"
+    assert not _active(extract_facts(_transcript(("user", said))))
+    assert not _active(extract_facts(_transcript(("user", "Hypothetically, I live in Paris, how much tax?"))))
+    assert _find(
+        _active(extract_facts(_transcript(("user", "I moved to Leeds last year, if I remember right.")))), "Leeds"
+    )
+
+
+def test_a_fact_joined_by_and_to_a_passing_state_is_kept_without_it() -> None:
+    said = "took up bouldering a couple months ago and my forearms are absolutely wrecked today lol. any stretches?"
+    [fact] = _active(extract_facts(_transcript(("user", said))))
+    assert "bouldering" in fact.value
+    assert "wrecked" not in fact.value

@@ -86,6 +86,18 @@ def test_a_space_between_chinese_characters_ends_a_clause() -> None:
     assert split_clauses("还行吧　刚下班") == ["还行吧", "刚下班"]  # an ideographic space too
 
 
+def test_and_starts_a_clause_before_a_request_or_a_new_subject() -> None:
+    assert split_clauses("I run a small bakery in Leeds and want a formula for costs") == [
+        "I run a small bakery in Leeds",
+        "want a formula for costs",
+    ]
+    assert split_clauses("took up chess a month ago and my brain is fried today") == [
+        "took up chess a month ago",
+        "my brain is fried today",
+    ]
+    assert split_clauses("I live with my wife and my son") == ["I live with my wife and my son"]
+
+
 def test_change_cues() -> None:
     assert has_change_cue("我们把后端换成 Go 了")
     assert has_change_cue("雅思不考了")  # 不 + verb + 了: no longer
