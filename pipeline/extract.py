@@ -865,6 +865,7 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
             _add(ctx, key, kind, sentence, turn, min(0.95, conf + 0.1), instructed, lang)
             return
 
+    before = len(ctx.drafts)
     groups: list[tuple[Subject, lx.Attribute | None, list[str]]] = []
     subject: Subject | None = None
     pending: list[str] = []  # attribute-less clauses waiting for the group they belong to
@@ -962,6 +963,36 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         sep = "，" if has_cjk(core) else ", "
         also = [] if attr is IDENTITY else _also_slots(core, attr, ctx.judge)
         _add(ctx, key, kind, sep.join(clauses), turn, c, subj, lang, negated=negated, also=also)
+    _named_companions(sentence, turn, lang, ctx, conf, since=before)
+
+
+_MY_NAMED_RE = re.compile(r"\b[Mm]y ((?:[a-z]+ )?[a-z]{3,}) ([A-Z][a-z]{2,})\b(?!['’]s\b)")
+"""A companion named in passing ("my greyhound Pepper hasn't eaten since yesterday", "my sister Ana is visiting"):
+whatever the clause says of them now, that the user has them holds."""
+_COMPANION_SLOTS = frozenset(("pet", "family"))
+COMPANION_MIN_PROBABILITY = 0.7
+"""How sure the classifier must be that "I have a <noun>" is a pet or family fact ("a greyhound" 0.78, "a sister"
+0.99; "a boss", "a roommate", "a therapist" fall short)."""
+
+
+def _named_companions(sentence: str, turn: Turn, lang: Lang, ctx: _Context, conf: float, *, since: int) -> None:
+    """Keep "User has a greyhound named Pepper" when the sentence names one of the user's animals or relatives and
+    no fact drawn from it (`ctx.drafts[since:]`) names them. The classifier judges what "I have a <noun>" is:
+    only a pet or a family member is kept ("my boss Mike" is not a companion)."""
+    if lang != "en" or _UNREAL_RE.match(sentence):
+        return
+    for m in _MY_NAMED_RE.finditer(sentence):
+        noun, name = m.group(1), m.group(2)
+        if (
+            name in lx.EN_NOT_NAME_WORDS
+            or name in _EN_NOT_NAMES
+            or any(name in p for d in ctx.drafts[since:] for p in d.parts)
+        ):
+            continue
+        kind_of = ctx.judge.predict(f"I have a {noun}")  # what the noun is, without the name to sway it
+        if kind_of.slot in _COMPANION_SLOTS and kind_of.probability >= COMPANION_MIN_PROBABILITY:
+            attr = _SLOT_ATTRIBUTES[kind_of.slot]
+            _add(ctx, f"user.{kind_of.slot}", attr.kind, f"I have a {noun} named {name}", turn, conf, USER, lang)
 
 
 _CORRECTION_RE = re.compile(r"其实|原来|\bafter all\b|\bturns? out\b|\bturned out\b|\bactually\b", re.I)

@@ -967,3 +967,13 @@ def test_a_fact_joined_by_and_to_a_passing_state_is_kept_without_it() -> None:
     [fact] = _active(extract_facts(_transcript(("user", said))))
     assert "bouldering" in fact.value
     assert "wrecked" not in fact.value
+
+
+def test_a_pet_or_relative_named_in_passing_is_kept() -> None:
+    """Whatever the clause says of them today, "my greyhound Pepper" says the user has a greyhound called Pepper;
+    "my boss Mike" names no companion."""
+    facts = _active(extract_facts(_transcript(("user", "My greyhound Pepper hasn't eaten since yesterday. Worried?"))))
+    assert [(f.key, f.value) for f in facts] == [("user.pet", "User has a greyhound named Pepper")]
+    facts = _active(extract_facts(_transcript(("user", "My sister Ana is visiting next week, any ideas?"))))
+    assert [f.key for f in facts] == ["user.family"]
+    assert not _active(extract_facts(_transcript(("user", "My boss Mike wants the report today."))))
