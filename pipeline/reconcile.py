@@ -195,7 +195,8 @@ def _specifics(text: str, key: str) -> set[str]:
 
         words |= {w for w, f in pseg.lcut(t) if f.startswith(_ZH_SPECIFIC_FLAGS) and len(w) >= 2}
         words -= topic | _LIGHT_WORDS
-    return _salient(text) | {w for w in words if w and w not in {"user", "user's"}}
+    # Stemmed like the content words: "Emacs" (a name) and "emacs" (a word) are one specific, not two.
+    return {_stem(w) for w in _salient(text)} | {w for w in words if w and w not in {"user", "user's"}}
 
 
 def _shares_salient(old: set[str], new: set[str]) -> bool:

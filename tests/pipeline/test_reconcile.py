@@ -253,3 +253,12 @@ def test_a_change_naming_its_chinese_source_retires_the_memory_that_holds_it() -
     new = fact("user.project", "用户从后端转岗到算法组了", 60, supersedes_previous=True)
     [op] = reconcile([new], [role], dedupe_threshold=T)
     assert (op.action, op.target_id) == ("supersede", role.id)
+
+
+def test_a_name_said_in_lower_case_is_the_same_value() -> None:
+    """ "Emacs" (a name) and "emacs" (a word) are one specific: restating it with a detail is no contradiction."""
+    old = mem("user.editor", "User uses Emacs", 0)
+    [op] = reconcile([fact("user.editor", "User is a longtime emacs user", 50)], [old], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("merge", old.id)
+    [op] = reconcile([fact("user.editor", "User uses Vim", 50)], [old], dedupe_threshold=T)
+    assert op.action == "conflict"
