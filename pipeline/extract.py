@@ -889,7 +889,12 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
             continue  # "Mine is Icky Thump" after no question: what it is the speaker's favourite of is not said
         clause = _as_self_description(clause)
         _note_people(clause, ctx)  # "I live with my husband, he's a doctor": "he" is the husband
-        if _is_question(clause) or _is_time_bound(clause) or _UNSURE_RE.search(clause) or _ASSIGNMENT_RE.match(clause):
+        # A change said with its date ("I start at Ocado on Monday", "上周把库迁到了 PG 16") is still a change: the
+        # state it leads to lasts, and the date is resolved in the value. Other dated clauses pass.
+        dated = _is_time_bound(clause) and not has_change_cue(clause)
+        if _is_time_bound(clause) and not dated:
+            clause = _undated(clause)
+        if _is_question(clause) or dated or _UNSURE_RE.search(clause) or _ASSIGNMENT_RE.match(clause):
             ctx.asked.append(clause)
             continue
         if _is_request(clause) and not (explicit or _is_standing(clause) or _is_decision(clause)):
@@ -993,6 +998,14 @@ def _named_companions(sentence: str, turn: Turn, lang: Lang, ctx: _Context, conf
         if kind_of.slot in _COMPANION_SLOTS and kind_of.probability >= COMPANION_MIN_PROBABILITY:
             attr = _SLOT_ATTRIBUTES[kind_of.slot]
             _add(ctx, f"user.{kind_of.slot}", attr.kind, f"I have a {noun} named {name}", turn, conf, USER, lang)
+
+
+def _undated(clause: str) -> str:
+    """A change without its passing date ("I start at Ocado on Monday" → "I start at Ocado"): a weekday or "this
+    week" means nothing a year later. Chinese dates stay: the value resolves them against the conversation."""
+    if has_cjk(clause):
+        return clause
+    return re.sub(r"\s{2,}", " ", lx.EN_TIME_TRANSIENT.sub("", clause)).strip(" ,")
 
 
 _CORRECTION_RE = re.compile(r"其实|原来|\bafter all\b|\bturns? out\b|\bturned out\b|\bactually\b", re.I)

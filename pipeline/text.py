@@ -320,7 +320,8 @@ _ZH_CHANGE = (
 # "雅思不考了", "咖啡不喝了": 不 + a verb + 了 ends a habit or a plan (no longer). Not "不错了", "不行了" (a state).
 _ZH_NO_LONGER_RE = re.compile(r"不(?!错|行|好|对|了|知|会|够|要|太|是)[\u4e00-\u9fff]{1,2}了")
 _EN_CHANGE_RE = re.compile(
-    r"\b(?:switched|switching|moved|moving|migrated|upgraded|changed|converted) (?:to|over|from)\b|"
+    r"\b(?:switched|switching|moved|moving|migrated|migrating|upgraded|changed|converted) (?:to|over|from|off|onto)\b|"
+    r"\b(?:start|starting) (?:at|as|a new)\b|\bjoining\b|"
     r"\bno longer\b|\bnot anymore\b|\banymore\b|\bnow use\b|"
     r"(?<!from )\bnow on\b|\bnow i\b|\bi'm now\b|\bnow work\b|"
     r"\bstarted at\b|\bjoined\b|\bnew job\b|\bnew role\b|\bstopped\b|\bquit\b|\bused to\b|\bagain\b|"

@@ -977,3 +977,13 @@ def test_a_pet_or_relative_named_in_passing_is_kept() -> None:
     facts = _active(extract_facts(_transcript(("user", "My sister Ana is visiting next week, any ideas?"))))
     assert [f.key for f in facts] == ["user.family"]
     assert not _active(extract_facts(_transcript(("user", "My boss Mike wants the report today."))))
+
+
+def test_a_change_said_with_its_date_is_kept_without_the_date() -> None:
+    """A dated clause passes ("I'm in Leeds this week"), but a change with a date is still a change: the new state
+    lasts. A weekday means nothing a year later, so it is left out of the value."""
+    [fact] = _active(extract_facts(_transcript(("user", "I start at Ocado on Monday as an SRE."))))
+    assert "Ocado" in fact.value
+    assert "Monday" not in fact.value
+    assert fact.supersedes_previous
+    assert not _active(extract_facts(_transcript(("user", "I'm in Leeds this week for a conference."))))
