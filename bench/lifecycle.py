@@ -3,6 +3,9 @@ rows that change or the size of the table (issue #14).
 
     .venv/bin/python bench/lifecycle.py [--sizes 100000,1000000] [--due 10000]
 
+A move should be a HOT update (no indexed column of `memories` changes; the due time lives in `lifecycle_due`):
+`hot_update_share` says how many were.
+
 For each size it starts a fresh embedded PostgreSQL (a temporary directory), COPYs that many memories into one
 table (100 namespaces, the eight kinds, no embeddings: the job never reads them), verified a day ago except
 `--due` of them, verified 400 days ago (past every stale window), then runs `run_lifecycle` once, as beat's
@@ -123,8 +126,12 @@ def main(
                 with session_scope(engine) as session:
                     moved = run_lifecycle(session, settings, now=now)
                 took = time.monotonic() - t0
+                time.sleep(1.0)  # statistics reach pg_stat_user_tables within a second of the commit
                 with engine.connect() as conn:
                     stale = conn.execute(sa.text("SELECT count(*) FROM memories WHERE state = 'stale'")).scalar_one()
+                    updated, hot = conn.execute(
+                        sa.text("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'memories'")
+                    ).one()
                 engine.dispose()
                 run = {
                     "memories": size,
@@ -132,6 +139,7 @@ def main(
                     "stale_after": int(stale),
                     "batches": -(-moved.stale // settings.batch_size),
                     "seconds": round(took, 2),
+                    "hot_update_share": round(hot / updated, 3) if updated else None,
                     "load_seconds": round(loaded, 1),
                 }
                 say(json.dumps(run))

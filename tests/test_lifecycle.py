@@ -93,7 +93,9 @@ def test_two_schedulers_at_once_move_each_memory_exactly_once(own_engine: sa.Eng
 
 def _due(engine: sa.Engine, mid: object) -> datetime | None:
     with engine.connect() as conn:
-        return conn.execute(sa.text("SELECT due_at FROM memories WHERE id=:i"), {"i": mid}).scalar_one()
+        return conn.execute(
+            sa.text("SELECT due_at FROM lifecycle_due WHERE memory_id=:i"), {"i": mid}
+        ).scalar_one_or_none()
 
 
 def test_the_due_time_follows_every_write(own_engine: sa.Engine, namespace: str) -> None:

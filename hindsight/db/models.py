@@ -14,7 +14,6 @@ from sqlalchemy import (
     Boolean,
     Computed,
     DateTime,
-    FetchedValue,
     Float,
     ForeignKey,
     Index,
@@ -186,11 +185,6 @@ class MemoryRow(Base):
     state_changed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     last_accessed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     access_count: Mapped[int] = mapped_column(Integer, default=0)
-    due_at: Mapped[datetime | None] = mapped_column(
-        DateTime(timezone=True), server_default=FetchedValue(), server_onupdate=FetchedValue()
-    )
-    """When the lifecycle's next step is due for this row (stale, then archived); NULL when none is. A trigger
-    computes it from `lifecycle_windows` on every write (migration 0013_lifecycle_due)."""
 
 
 class LifecycleWindowRow(Base):
@@ -203,6 +197,18 @@ class LifecycleWindowRow(Base):
     name: Mapped[str] = mapped_column(String(128), primary_key=True)
     stale_days: Mapped[int | None] = mapped_column(Integer)
     archive_days: Mapped[int | None] = mapped_column(Integer)
+
+
+class LifecycleDueRow(Base):
+    """When a memory's next lifecycle step is due (stale, then archived): one row per memory that has one, kept by
+    a trigger on `memories` from `lifecycle_windows` (migration 0013_lifecycle_due). It lives beside the memory so
+    that a move changes no indexed column of `memories` (a HOT update, no new HNSW entry)."""
+
+    __tablename__ = "lifecycle_due"
+
+    memory_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("memories.id", ondelete="CASCADE"), primary_key=True)
+    state: Mapped[str] = mapped_column(String(16))
+    due_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
 class ProvenanceRow(Base):

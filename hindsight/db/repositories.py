@@ -34,6 +34,7 @@ from hindsight.db.models import (
     AuditRow,
     ConflictRow,
     EpisodeRow,
+    LifecycleDueRow,
     LifecycleWindowRow,
     MemoryRow,
     ProvenanceRow,
@@ -506,8 +507,8 @@ class MemoryRepository:
 
     def sync_lifecycle_windows(self, windows: set[tuple[str, str, int | None, int | None]]) -> int:
         """Make `lifecycle_windows` hold exactly `windows` ((scope, name, stale_days, archive_days) rows). When
-        that changes anything, the due time of every active or stale memory it moves is recomputed (only those
-        rows are written). Returns how many memories were recomputed; 0 when the windows were already these."""
+        that changes anything, every memory's due time is recomputed, and only those that move are written.
+        Returns how many were written; 0 when the windows were already these."""
         held = {
             (r.scope, r.name, r.stale_days, r.archive_days)
             for r in self.session.execute(select(LifecycleWindowRow)).scalars()
@@ -520,7 +521,7 @@ class MemoryRepository:
                 pg_insert(LifecycleWindowRow),
                 [{"scope": s, "name": n, "stale_days": sd, "archive_days": ad} for s, n, sd, ad in sorted(windows)],
             )
-        due = func.memory_due_at(
+        args = (
             MemoryRow.kind,
             MemoryRow.key,
             MemoryRow.state,
@@ -528,34 +529,57 @@ class MemoryRepository:
             MemoryRow.last_verified_at,
             MemoryRow.state_changed_at,
         )
-        result = self.session.execute(
-            update(MemoryRow)
-            .where(MemoryRow.state.in_(("active", "stale")), MemoryRow.due_at.is_distinct_from(due))
-            .values(due_at=due)
+        due = func.memory_due_at(*args)
+        gone = self.session.execute(
+            delete(LifecycleDueRow)
+            .where(
+                LifecycleDueRow.memory_id == MemoryRow.id,
+                func.memory_due_at(*args).is_(None),
+            )
             .execution_options(synchronize_session=False)
         )
-        return _rowcount(result)
+        fresh = pg_insert(LifecycleDueRow).from_select(
+            ["memory_id", "state", "due_at"],
+            select(MemoryRow.id, MemoryRow.state, due).where(
+                MemoryRow.state.in_(("active", "stale")), due.is_not(None)
+            ),
+        )
+        upserted = self.session.execute(
+            fresh.on_conflict_do_update(
+                index_elements=[LifecycleDueRow.memory_id],
+                set_={"state": fresh.excluded.state, "due_at": fresh.excluded.due_at},
+                where=or_(
+                    LifecycleDueRow.due_at.is_distinct_from(fresh.excluded.due_at),
+                    LifecycleDueRow.state.is_distinct_from(fresh.excluded.state),
+                ),
+            ).returning(LifecycleDueRow.memory_id)
+        ).all()
+        return _rowcount(gone) + len(upserted)
 
     def transition_due(
         self, *, from_state: str, to_state: str, now: datetime, limit: int
     ) -> list[tuple[uuid.UUID, str, str]]:
         """Compare-and-set `from_state` -> `to_state` for up to `limit` unpinned memories whose due time
-        (`due_at`, kept by a trigger from `lifecycle_windows`) has come, the longest due first. The index on
+        (`lifecycle_due`, kept by a trigger from `lifecycle_windows`) has come, the longest due first. Its index on
         (state, due_at) finds them: the cost follows the rows that are due, not the size of the table.
 
         Returns (id, namespace, kind) of the rows this call moved; a concurrent caller moving the same row
         finds it no longer in `from_state` and skips it (SKIP LOCKED + the WHERE on state).
         """
         due = (
-            select(MemoryRow.id)
-            .where(MemoryRow.state == from_state, MemoryRow.due_at <= now, MemoryRow.pinned.is_(False))
-            .order_by(MemoryRow.due_at)
+            select(LifecycleDueRow.memory_id)
+            .where(LifecycleDueRow.state == from_state, LifecycleDueRow.due_at <= now)
+            .order_by(LifecycleDueRow.due_at)
             .limit(limit)
             .with_for_update(skip_locked=True)
         )
         rows = self.session.execute(
             update(MemoryRow)
-            .where(MemoryRow.id.in_(due.scalar_subquery()), MemoryRow.state == from_state)
+            .where(
+                MemoryRow.id.in_(due.scalar_subquery()),
+                MemoryRow.state == from_state,
+                MemoryRow.pinned.is_(False),
+            )
             .values(state=to_state, state_changed_at=now, updated_at=now)
             .returning(MemoryRow.id, MemoryRow.namespace, MemoryRow.kind)
             .execution_options(synchronize_session=False)

@@ -8,14 +8,18 @@ every batch scanned every active row (BENCHMARKS.md "Scaling out": 0.46 s a batc
 * `lifecycle_windows` holds the windows in use: scope `key` (a key attribute: the key ends in "." and the name),
   `kind`, or `default` (name ''); `stale_days` / `archive_days`, NULL where that scope does not say. The
   lifecycle job writes it from the settings and the registry before each run; a change recomputes the due times
-  of the rows it changes (`hindsight.services.lifecycle`).
+  it moves (`hindsight.services.lifecycle`).
 * `memory_due_at(kind, key, state, pinned, last_verified_at, state_changed_at)`: when the row's next step is
   due: active → last verified + its stale window (key, then kind, then default); stale → state changed + its
   archive window (kind, then default); NULL when pinned, archived, forgotten, or no window is known.
-* A trigger sets `memories.due_at` with it whenever a row is inserted or one of those columns is written, so
+* `lifecycle_due (memory_id, state, due_at)`, indexed on (state, due_at): one row per memory that has a next
+  step. A trigger on `memories` keeps it whenever a memory is inserted or one of those columns is written, so
   every write path keeps it true, bulk UPDATEs and COPY included.
-* `ix_memories_state_due (state, due_at) WHERE due_at IS NOT NULL` finds due rows; `ix_memories_ttl_due` does
-  the same for the rare rows with a ttl.
+* The due time lives beside the memory, not in it, and `state` leaves `memories`' B-tree
+  (`ix_memories_namespace_state_kind` becomes `ix_memories_namespace_kind`), with `fillfactor` 80: a move
+  changes no indexed column of `memories`, so PostgreSQL updates the row in place (a HOT update) instead of
+  adding an entry to every index, the HNSW graph included. Measured in BENCHMARKS.md ("Scaling out").
+* `ix_memories_ttl_due` finds the rare rows with a ttl.
 
 The windows are seeded with the defaults of this revision's day, and existing rows get their due time with
 them; the first lifecycle run replaces them with the deployment's settings. No application code is imported.
@@ -76,10 +80,19 @@ $$
 """
 
 TRIGGER_FUNCTION = """
-CREATE OR REPLACE FUNCTION memories_set_due_at() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION memories_schedule() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    due timestamptz := memory_due_at(
+        NEW.kind, NEW.key, NEW.state, NEW.pinned, NEW.last_verified_at, NEW.state_changed_at
+    );
 BEGIN
-    NEW.due_at := memory_due_at(NEW.kind, NEW.key, NEW.state, NEW.pinned, NEW.last_verified_at, NEW.state_changed_at);
-    RETURN NEW;
+    IF due IS NULL THEN
+        DELETE FROM lifecycle_due WHERE memory_id = NEW.id;
+    ELSE
+        INSERT INTO lifecycle_due (memory_id, state, due_at) VALUES (NEW.id, NEW.state, due)
+        ON CONFLICT (memory_id) DO UPDATE SET state = EXCLUDED.state, due_at = EXCLUDED.due_at;
+    END IF;
+    RETURN NULL;
 END
 $$
 """
@@ -98,29 +111,38 @@ def upgrade() -> None:
     rows += [f"('kind', '{k}', {d}, NULL)" for k, d in SEED_KIND_STALE.items()]
     rows += [f"('key', '{k}', {d}, NULL)" for k, d in SEED_KEY_STALE.items()]
     op.execute("INSERT INTO lifecycle_windows (scope, name, stale_days, archive_days) VALUES " + ", ".join(rows))
-    op.execute("ALTER TABLE memories ADD COLUMN due_at timestamptz")
+    op.execute(
+        "CREATE TABLE lifecycle_due ("
+        " memory_id uuid PRIMARY KEY REFERENCES memories (id) ON DELETE CASCADE,"
+        " state varchar(16) NOT NULL,"
+        " due_at timestamptz NOT NULL)"
+    )
+    op.execute("CREATE INDEX ix_lifecycle_due_state_due ON lifecycle_due (state, due_at)")
     op.execute(DUE_FUNCTION)
     op.execute(TRIGGER_FUNCTION)
     op.execute(
-        "CREATE TRIGGER memories_due_at BEFORE INSERT OR UPDATE OF kind, key, state, pinned, last_verified_at,"
-        " state_changed_at ON memories FOR EACH ROW EXECUTE FUNCTION memories_set_due_at()"
+        "CREATE TRIGGER memories_schedule AFTER INSERT OR UPDATE OF kind, key, state, pinned, last_verified_at,"
+        " state_changed_at ON memories FOR EACH ROW EXECUTE FUNCTION memories_schedule()"
     )
     op.execute(
-        "UPDATE memories SET due_at = memory_due_at(kind, key, state, pinned, last_verified_at, state_changed_at)"
-        " WHERE state IN ('active', 'stale')"
+        "INSERT INTO lifecycle_due (memory_id, state, due_at)"
+        " SELECT id, state, memory_due_at(kind, key, state, pinned, last_verified_at, state_changed_at)"
+        " FROM memories WHERE state IN ('active', 'stale')"
+        " AND memory_due_at(kind, key, state, pinned, last_verified_at, state_changed_at) IS NOT NULL"
     )
-    op.execute("CREATE INDEX ix_memories_state_due ON memories (state, due_at) WHERE due_at IS NOT NULL")
-    op.execute(
-        "CREATE INDEX ix_memories_ttl_due ON memories (last_verified_at)"
-        " WHERE ttl_days IS NOT NULL AND state IN ('active', 'stale')"
-    )
+    op.execute("CREATE INDEX ix_memories_namespace_kind ON memories (namespace, kind)")
+    op.execute("DROP INDEX ix_memories_namespace_state_kind")
+    op.execute("CREATE INDEX ix_memories_ttl_due ON memories (last_verified_at) WHERE ttl_days IS NOT NULL")
+    op.execute("ALTER TABLE memories SET (fillfactor = 80)")
 
 
 def downgrade() -> None:
+    op.execute("ALTER TABLE memories RESET (fillfactor)")
     op.execute("DROP INDEX IF EXISTS ix_memories_ttl_due")
-    op.execute("DROP INDEX IF EXISTS ix_memories_state_due")
-    op.execute("DROP TRIGGER IF EXISTS memories_due_at ON memories")
-    op.execute("DROP FUNCTION IF EXISTS memories_set_due_at()")
+    op.execute("CREATE INDEX ix_memories_namespace_state_kind ON memories (namespace, state, kind)")
+    op.execute("DROP INDEX IF EXISTS ix_memories_namespace_kind")
+    op.execute("DROP TRIGGER IF EXISTS memories_schedule ON memories")
+    op.execute("DROP FUNCTION IF EXISTS memories_schedule()")
     op.execute("DROP FUNCTION IF EXISTS memory_due_at(text, text, text, boolean, timestamptz, timestamptz)")
-    op.execute("ALTER TABLE memories DROP COLUMN IF EXISTS due_at")
+    op.execute("DROP TABLE IF EXISTS lifecycle_due")
     op.execute("DROP TABLE IF EXISTS lifecycle_windows")
