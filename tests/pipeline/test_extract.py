@@ -987,3 +987,9 @@ def test_a_change_said_with_its_date_is_kept_without_the_date() -> None:
     assert "Monday" not in fact.value
     assert fact.supersedes_previous
     assert not _active(extract_facts(_transcript(("user", "I'm in Leeds this week for a conference."))))
+
+
+def test_a_day_of_the_week_is_a_passing_time_and_a_weekly_one_is_not() -> None:
+    assert not _active(extract_facts(_transcript(("user", "周五部门聚餐，帮我想几句祝酒词"))))
+    assert _find(_active(extract_facts(_transcript(("user", "我每周五去游泳")))), "游泳")
+    assert _find(_active(extract_facts(_transcript(("user", "我一般周六去爬山")))), "爬山")
