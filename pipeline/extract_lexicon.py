@@ -242,6 +242,8 @@ EN_REQUEST = re.compile(
 )
 ZH_QUESTION = re.compile(
     r"[?？]$|[吗呢么嘛]$|[吗呢][~～。!！]*$|^(?:怎么|怎样|为什么|为啥|什么|哪|多少|几|是否|有没有|要不要|会不会|是不是|能不能)|对吧$|好不好$|行不行$"
+    # a question with no question mark, its question word inside: "换什么狗粮比较好", "选哪个合适", "咋办"
+    r"|(?:什么|哪[个种家款些里]|怎么|咋).{0,12}(?:比较)?(?:好|合适|划算|靠谱)$|(?:怎么|咋)办$"
 )
 EN_QUESTION = re.compile(
     r"\?$|^(?:how|what|why|which|who|where|when|is it|is that|"

@@ -993,3 +993,9 @@ def test_a_day_of_the_week_is_a_passing_time_and_a_weekly_one_is_not() -> None:
     assert not _active(extract_facts(_transcript(("user", "周五部门聚餐，帮我想几句祝酒词"))))
     assert _find(_active(extract_facts(_transcript(("user", "我每周五去游泳")))), "游泳")
     assert _find(_active(extract_facts(_transcript(("user", "我一般周六去爬山")))), "爬山")
+
+
+def test_a_chinese_question_without_a_question_mark_states_nothing() -> None:
+    facts = _active(extract_facts(_transcript(("user", "我养了一只柯基 换什么狗粮比较好"))))
+    assert _find(facts, "柯基")
+    assert not _find(facts, "狗粮")
