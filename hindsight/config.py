@@ -163,11 +163,19 @@ class LifecycleSettings(BaseModel):
             "observation": 14,
         }
     )
-    default_stale_after_days: int = 90
+    default_stale_after_days: int = Field(90, ge=0)
     archive_after_days: dict[str, int] = Field(default_factory=dict)
     """Days in `stale` before `archived`, per kind; `default_archive_after_days` otherwise."""
-    default_archive_after_days: int = 90
+    default_archive_after_days: int = Field(90, ge=0)
     batch_size: int = Field(500, ge=1)
+
+    @field_validator("stale_after_days", "archive_after_days")
+    @classmethod
+    def _days_not_negative(cls, v: dict[str, int]) -> dict[str, int]:
+        bad = {kind: days for kind, days in v.items() if days < 0}
+        if bad:
+            raise ValueError(f"a window is a number of days, 0 or more: {bad}")
+        return v
 
     def stale_days(self, kind: str) -> int:
         return self.stale_after_days.get(kind, self.default_stale_after_days)

@@ -142,3 +142,12 @@ def test_changed_windows_recompute_only_the_rows_they_move(own_engine: sa.Engine
 
     again = _age(own_engine, shorter, now=NOW)
     assert (again.recomputed, again.moved) == (0, [])
+
+
+def test_a_zero_day_window_moves_at_once(own_engine: sa.Engine, namespace: str) -> None:
+    """0 days is a window too: archive what turns stale in the same run (the fault suite's setting)."""
+    settings = LifecycleSettings(default_archive_after_days=0)
+    old = create_memory(own_engine, namespace, kind="project", at=NOW - timedelta(days=40))
+    report = _age(own_engine, settings, now=NOW)
+    assert (report.stale, report.archived) == (1, 1)
+    assert _state(own_engine, old) == "archived"

@@ -78,3 +78,13 @@ def test_no_environment_reads_outside_settings() -> None:
             if re.search(r"os\.getenv|os\.environ\.get|os\.environ\[", path.read_text()):
                 offenders.append(str(path.relative_to(REPO)))
     assert offenders == []
+
+
+def test_a_negative_lifecycle_window_is_refused() -> None:
+    from hindsight.config import LifecycleSettings
+
+    with pytest.raises(ValueError, match="0 or more"):
+        LifecycleSettings(stale_after_days={"project": -1})
+    with pytest.raises(ValueError, match="greater than or equal to 0"):
+        LifecycleSettings(default_archive_after_days=-5)
+    assert LifecycleSettings(default_archive_after_days=0).default_archive_after_days == 0

@@ -103,8 +103,8 @@ def upgrade() -> None:
         "CREATE TABLE lifecycle_windows ("
         " scope varchar(8) NOT NULL CHECK (scope IN ('key', 'kind', 'default')),"
         " name varchar(128) NOT NULL,"
-        " stale_days integer CHECK (stale_days > 0),"
-        " archive_days integer CHECK (archive_days > 0),"
+        " stale_days integer CHECK (stale_days >= 0),"
+        " archive_days integer CHECK (archive_days >= 0),"
         " PRIMARY KEY (scope, name))"
     )
     rows = [f"('default', '', {SEED_DEFAULT[0]}, {SEED_DEFAULT[1]})"]
