@@ -185,18 +185,23 @@ def test_two_worker_nodes_share_the_queue_exactly_once(
     fault_stack.start_beat()
     prefix = new_prefix()
     Publisher(fault_services, fault_engine).publish(canary_events(prefix, N))
-    wait_progress(fault_engine, prefix, 30)
     assert "node-a@" in one.output()
     assert "node-b@" in two.output()
-    done_by_a = one.output().count("distill.transcript.completed")
-    done_by_b = two.output().count("distill.transcript.completed")
-    assert done_by_a > 0, one.output()[-2000:]
-    assert done_by_b > 0, two.output()[-2000:]
+
+    def completed(proc: Any) -> int:
+        return int(proc.output().count("distill.transcript.completed"))
+
+    # Both take work. Waited for, not sampled at a fixed point: on a loaded machine one node's children may load
+    # the embedding model long after the other's have started working (CI saw node-a finish the first 30 alone).
+    wait_for(lambda: completed(one) > 0 and completed(two) > 0, 180, "both nodes to distill", fault_stack.live())
+    done_by_b = completed(two)
+    left = N - counts(fault_engine, prefix).done
     fault_stack.kill_all("node-a")
     c = wait_quiescent(fault_engine, prefix, N, 300, fault_stack.live())
     report("two nodes, one killed", c, time.monotonic() - t0)
     assert_clean(c, accepted=N)
-    assert two.output().count("distill.transcript.completed") > done_by_b  # the survivor went on alone
+    if left > 0:
+        assert completed(two) > done_by_b  # the survivor went on alone
 
 
 # -- 3. a crash after the database commit and before the acknowledgement --------------------------------------
