@@ -891,9 +891,9 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         _note_people(clause, ctx)  # "I live with my husband, he's a doctor": "he" is the husband
         # A change said with its date ("I start at Ocado on Monday", "上周把库迁到了 PG 16") is still a change: the
         # state it leads to lasts, and the date is resolved in the value. Other dated clauses pass.
-        dated = _is_time_bound(clause) and not has_change_cue(clause)
-        if _is_time_bound(clause) and not dated:
-            clause = _undated(clause)
+        dated = _is_time_bound(clause)
+        if dated and has_change_cue(clause):
+            clause, dated = _undated(clause), False
         if _is_question(clause) or dated or _UNSURE_RE.search(clause) or _ASSIGNMENT_RE.match(clause):
             ctx.asked.append(clause)
             continue

@@ -521,7 +521,7 @@ class MemoryRepository:
                 pg_insert(LifecycleWindowRow),
                 [{"scope": s, "name": n, "stale_days": sd, "archive_days": ad} for s, n, sd, ad in sorted(windows)],
             )
-        args = (
+        due = func.memory_due_at(
             MemoryRow.kind,
             MemoryRow.key,
             MemoryRow.state,
@@ -529,13 +529,9 @@ class MemoryRepository:
             MemoryRow.last_verified_at,
             MemoryRow.state_changed_at,
         )
-        due = func.memory_due_at(*args)
         gone = self.session.execute(
             delete(LifecycleDueRow)
-            .where(
-                LifecycleDueRow.memory_id == MemoryRow.id,
-                func.memory_due_at(*args).is_(None),
-            )
+            .where(LifecycleDueRow.memory_id == MemoryRow.id, due.is_(None))
             .execution_options(synchronize_session=False)
         )
         fresh = pg_insert(LifecycleDueRow).from_select(

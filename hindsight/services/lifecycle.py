@@ -55,8 +55,8 @@ def lifecycle_windows(settings: LifecycleSettings) -> set[tuple[str, str, int | 
 def run_lifecycle(session: Session, settings: LifecycleSettings, *, now: datetime | None = None) -> LifecycleReport:
     """Move every memory that is due, in batches of `settings.batch_size`; the lock holds until the commit.
 
-    Each row's due time is stored (`memories.due_at`, kept by a trigger from `lifecycle_windows`), so a batch
-    reads only due rows. The windows are written from `settings` and the slot registry first; when they
+    Each memory's next due time is stored (`lifecycle_due`, kept by a trigger on `memories` from
+    `lifecycle_windows`), so a batch reads only due rows. The windows are written from `settings` and the slot registry first; when they
     changed, the due times they move are recomputed in the same transaction."""
     now = now or datetime.now(UTC)
     report = LifecycleReport()
