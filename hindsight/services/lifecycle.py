@@ -56,8 +56,8 @@ def run_lifecycle(session: Session, settings: LifecycleSettings, *, now: datetim
     """Move every memory that is due, in batches of `settings.batch_size`; the lock holds until the commit.
 
     Each memory's next due time is stored (`lifecycle_due`, kept by a trigger on `memories` from
-    `lifecycle_windows`), so a batch reads only due rows. The windows are written from `settings` and the slot registry first; when they
-    changed, the due times they move are recomputed in the same transaction."""
+    `lifecycle_windows`), so a batch reads only due rows. The windows are written from `settings` and the slot
+    registry first; when they changed, the due times they move are recomputed in the same transaction."""
     now = now or datetime.now(UTC)
     report = LifecycleReport()
     if not try_advisory_xact_lock(session, "lifecycle"):
