@@ -75,6 +75,13 @@ def up(
     raise typer.Exit(code)
 
 
+WORKER_STEPS_OFF = ("--without-gossip", "--without-mingle", "--without-heartbeat")
+"""Worker steps hindsight has no use for: gossip and heartbeat broadcast worker events nobody consumes, and
+mingle syncs revoked task ids at start-up (tasks are idempotent, nothing is revoked). Each is a connection to
+reconnect when Redis restarts; closing gossip's on a lost connection is a known kombu failure
+('NoneType' object has no attribute 'hostname') that stops the worker. Remote control stays (`inspect ping`)."""
+
+
 @app.command()
 def worker(
     concurrency: Annotated[
@@ -96,7 +103,6 @@ def worker(
     reach the same PostgreSQL and Redis: the queue hands each transcript to one of them, and a transcript is
     distilled once whichever of them runs it (README "Scaling out")."""
     from hindsight.logging import configure_logging
-    from workers.celery_app import get_app
 
     settings = get_settings()
     configure_logging(settings)
@@ -109,24 +115,34 @@ def worker(
         from hindsight.embeddings import threads_per_process
 
         settings.embedding.threads = threads_per_process(processes)
-    argv = ["worker", f"--loglevel={loglevel}", "-Q", "hindsight", "-c", str(processes)]
+    argv = ["worker", f"--loglevel={loglevel}", "-Q", "hindsight", "-c", str(processes), *WORKER_STEPS_OFF]
     if hostname:
         argv += ["--hostname", hostname]
-    get_app().worker_main(argv)
+    _run_celery(argv)
 
 
 @app.command()
 def beat(loglevel: Annotated[str, typer.Option()] = "INFO", wait: WaitOption = 60) -> None:
     """Run the Celery beat scheduler (run exactly one; a second is harmless but useless)."""
     from hindsight.logging import configure_logging
-    from workers.celery_app import get_app
 
     settings = get_settings()
     configure_logging(settings)
     _wait(settings, timeout=wait, postgres=False)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     schedule = settings.beat_schedule_file
-    get_app().start(["beat", f"--loglevel={loglevel}", "-s", str(schedule)])
+    _run_celery(["beat", f"--loglevel={loglevel}", "-s", str(schedule)])
+
+
+def _run_celery(argv: list[str]) -> None:
+    """Run a Celery command on hindsight's app and exit with its code. `app.worker_main()` and `app.start()` drop
+    the code, so a worker that stopped on an unrecoverable error would exit 0 and look to a supervisor (compose's
+    restart policy, systemd) like a clean stop; the command line run without standalone mode returns it."""
+    from celery.bin.celery import celery as celery_command
+
+    code = celery_command.main(args=["-A", "workers.celery_app:app", *argv], standalone_mode=False)
+    if code:
+        raise typer.Exit(int(code))
 
 
 @app.command()

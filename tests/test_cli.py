@@ -65,6 +65,36 @@ def test_ingest_bad_file_exits_nonzero_with_the_line(
         )
 
 
+_FAILING_WORKER = """
+import sys
+from celery import bootsteps
+from hindsight.cli import app
+from workers.celery_app import get_app
+
+class Broken(bootsteps.StartStopStep):  # a worker step that fails as a lost broker connection can make one fail
+    requires = {"celery.worker.components:Hub"}
+    def start(self, worker):
+        raise RuntimeError("step failed on purpose")
+
+get_app().steps["worker"].add(Broken)
+app(["worker", "-c", "1", "--wait", "10"])
+"""
+
+
+def test_worker_that_stops_on_an_unrecoverable_error_exits_nonzero(services: Services) -> None:
+    """A supervisor restarts a worker that failed only if its exit code says so (Celery's worker_main says 0)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _FAILING_WORKER],
+        env=services.env(),
+        cwd=str(REPO),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "step failed on purpose" in done.stdout + done.stderr
+    assert done.returncode == 1, done.stderr[-2000:]
+
+
 def test_help_lists_every_command() -> None:
     result = runner.invoke(app, ["--help"])
     for cmd in (

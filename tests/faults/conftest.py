@@ -26,6 +26,7 @@ import psutil
 import pytest
 import sqlalchemy as sa
 
+from hindsight.cli import WORKER_STEPS_OFF
 from hindsight.config import Settings
 from hindsight.local_servers import EmbeddedRedis, start_postgres, start_redis, stop_postgres
 from tests.conftest import REPO, Proc, Services, start_proc, wait_for
@@ -188,7 +189,7 @@ class FaultStack:
         full_env = {**self.env, **env}
         if hooks:  # the same app and settings, plus the suite's test-only hook module (-I)
             args = ["-m", "celery", "-A", "workers.celery_app:app", "worker", "-I", "tests.faults.hooks"]
-            args += ["-Q", "hindsight", "-c", str(concurrency), "--loglevel=INFO"]
+            args += ["-Q", "hindsight", "-c", str(concurrency), "--loglevel=INFO", *WORKER_STEPS_OFF]
             log = self.log_dir / f"{name}-{uuid.uuid4().hex[:6]}.log"
             popen = subprocess.Popen(
                 [sys.executable, *args], env=full_env, cwd=str(REPO), stdout=log.open("wb"), stderr=subprocess.STDOUT
