@@ -887,7 +887,7 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
             break  # the condition and its consequence are not the case
         if _MINE_RE.match(clause):
             continue  # "Mine is Icky Thump" after no question: what it is the speaker's favourite of is not said
-        clause = _as_self_description(clause)
+        clause = _as_event(_as_self_description(clause))
         _note_people(clause, ctx)  # "I live with my husband, he's a doctor": "he" is the husband
         # A change said with its date ("I start at Ocado on Monday", "上周把库迁到了 PG 16") is still a change: the
         # state it leads to lasts, and the date is resolved in the value. Other dated clauses pass.
@@ -1082,6 +1082,53 @@ def _with_destination(clause: str, ctx: _Context) -> str:
     if m.re is _ZH_FROM_ONLY_RE:
         return clause[: m.start()] + f"从{old}换到{same[0]}" + clause[m.end() :]
     return clause[: m.end()] + f" to {same[0]}" + clause[m.end() :]
+
+
+_EVENT_LEAD_RE = re.compile(r"^(?:ever since|since|after|once)\s+", re.I)
+_NOW_THAT_RE = re.compile(r"^now that\s+(?:(i'm|im|i am|i've|ive|i have|we're|we are|we've)\s+|(i|we)\s+)?", re.I)
+_NOMINAL_EVENT_RE = re.compile(
+    r"^(?:the|my|our) (move|switch|transfer|relocation|jump|change) (?=to\b|from\b|over\b)", re.I
+)
+_NOMINAL_VERB = {"move": "moved", "switch": "switched", "transfer": "transferred", "relocation": "relocated",
+                 "jump": "moved", "change": "changed"}  # fmt: skip
+_IRREGULAR_PARTICIPLE = {"going": "gone", "getting": "got", "becoming": "become", "taking": "taken", "leaving": "left",
+                         "buying": "bought", "quitting": "quit", "having": "had", "making": "made", "being": "been",
+                         "selling": "sold", "giving": "given", "finding": "found", "beginning": "begun",
+                         "doing": "done", "putting": "put", "losing": "lost", "coming": "come", "setting": "set",
+                         "running": "run"}  # fmt: skip
+
+
+def _participle(gerund: str) -> str | None:
+    """The past participle of an -ing form ("transferring" → "transferred", "moving" → "moved", "going" → "gone")."""
+    g = gerund.lower()
+    if g in _IRREGULAR_PARTICIPLE:
+        return _IRREGULAR_PARTICIPLE[g]
+    if not g.endswith("ing") or len(g) < 6:
+        return None
+    stem = g[:-3]
+    if stem.endswith("y") and stem[-2:-1] not in "aeiou":
+        return stem[:-1] + "ied"
+    return stem + "ed"
+
+
+def _as_event(clause: str) -> str:
+    """A fronted time clause as the change it reports, in the present perfect (what began then still holds): "ever
+    since going vegan" → "I have gone vegan", "after the move to Leeds" → "I have moved to Leeds", "now that I'm at
+    Monzo" → "I'm now at Monzo". A clause about anything else ("after dinner", "since I was 12") is left as it is."""
+    m = _NOW_THAT_RE.match(clause)
+    if m is not None and (m.group(1) or m.group(2)):
+        rest = clause[m.end() :]
+        return f"{m.group(1)} now {rest}" if m.group(1) else f"{m.group(2)} now {rest}"
+    lead = _EVENT_LEAD_RE.match(clause)
+    if lead is None:
+        return clause
+    rest = clause[lead.end() :]
+    nominal = _NOMINAL_EVENT_RE.match(rest)
+    if nominal is not None:
+        return f"I have {_NOMINAL_VERB[nominal.group(1).lower()]} {rest[nominal.end() :]}"
+    first, _, tail = rest.partition(" ")
+    done = _participle(first) if tail else None
+    return f"I have {done} {tail}" if done else clause
 
 
 _AS_A_RE = re.compile(r"^as (?:(an?) ([\w' -]+)|someone (?:with|who has) ([\w' -]+))$", re.I)

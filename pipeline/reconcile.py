@@ -277,7 +277,7 @@ def _decide(fact: CandidateFact, emb: list[float], pool: list[_Mem], threshold: 
 
     same_key = [m for m in candidates if keys_match(m.key, fact.key)]
     replaced = None if untrusted else _named_source(fact, candidates)
-    if replaced is not None and not any(_names(m.value, _source_of_change(fact.value) or "") for m in same_key):
+    if replaced is not None and not any(_replaces(fact, m) for m in same_key):
         # "switched from Polars to DuckDB" retires the memory that names Polars, whichever slot it was filed
         # under ("prefers Polars over pandas" as a stack, the change as a language): the text says what it replaces.
         return _supersede(fact, emb, replaced, f"change-of-state cue names what it replaces, held by {replaced.key}")
@@ -319,36 +319,80 @@ def _decide(fact: CandidateFact, emb: list[float], pool: list[_Mem], threshold: 
     return MemoryOp(action="insert", fact=fact, embedding=emb, new_id=uuid.uuid4(), reason=reason)
 
 
-_FROM_RE = re.compile(
-    r"\bfrom\s+([A-Za-z][\w+#.\-]*(?:\s[A-Z][\w+#.\-]*)?)\s+(?:to|for)\b|从\s*([A-Za-z][\w+#.\-]*|[\u4e00-\u9fff]{2,6}?)\s*"
+_TERM = r"(?:(?:the|my|our|a|an|user's|the user's)\s+)?([A-Za-z][\w+#.\-]*(?-i:\s[A-Z][\w+#.\-]*)?)"
+_REPLACED_RES = (
+    re.compile(r"\bfrom\s+([A-Za-z][\w+#.\-]*(?-i:\s[A-Z][\w+#.\-]*)?)\s+(?:to|for|onto)\b", re.I),
     # "从后端转岗到算法", "从北京搬到": a verb of one or two characters may stand before 到.
-    r"(?:换成|改成|改用|[\u4e00-\u9fff]{0,2}到)"
+    re.compile(r"从\s*([A-Za-z][\w+#.\-]*|[\u4e00-\u9fff]{2,6}?)\s*(?:换成|改成|改用|[\u4e00-\u9fff]{0,2}到)"),
+    # "migrating off Mongo onto Postgres", "moved away from Notion"
+    re.compile(r"\b(?:off|away from)\s+" + _TERM, re.I),
+    # "doing ACCA instead of the CFA", "tea rather than coffee", "cashews, not peanuts", "用 A 而不是 B"
+    re.compile(r"\b(?:instead of|rather than)\s+" + _TERM, re.I),
+    re.compile(r"[,，]\s*not\s+" + _TERM + r"\s*(?:[.!,;]|$)", re.I),
+    re.compile(r"而不是\s*([A-Za-z][\w+#.\-]*|[\u4e00-\u9fff]{2,6})"),
+    # "gave up on the CFA", "put Spanish on hold", "rehomed the fish", "left Deliveroo", "sold the car"
+    re.compile(
+        r"\b(?:gave up|given up|giving up|give up|quit|quitting|left|leaving|ditched|dropped|sold|rehomed|put)"
+        r"(?:\s+on)?\s+" + _TERM,
+        re.I,
+    ),
+    # "keto didn't stick", "Spanish honestly didn't stick"
+    re.compile(r"([A-Za-z][\w+#.\-]*)\s+(?:\w+ly\s+)?(?:didn't|did not|never)\s+(?:stick|last|work out)\b", re.I),
+    re.compile(
+        r"(?:不再|放弃了?|离开了?|辞掉了?)\s*(?:用|喝|吃|学|做|玩|去)?\s*([A-Za-z][\w+#.\-]*|[\u4e00-\u9fff]{2,6}?)(?:了|[，,。]|$)"
+    ),
 )
+_NOT_A_TERM_TEXT = (
+    "it that this them him her one ones me us you work home job place way time thing things stuff everything "
+    "something anything nothing all some my the a an old new user user's hold"
+)
+_NOT_A_TERM = frozenset(_NOT_A_TERM_TEXT.split())
 
 
-def _source_of_change(value: str) -> str | None:
-    """What a change says it moved away from ("switched from Polars to DuckDB" → Polars; "从 MySQL 换成" → MySQL)."""
-    m = _FROM_RE.search(value)
-    return (m.group(1) or m.group(2)).strip() if m else None
+def _replaced_terms(value: str) -> list[str]:
+    """What a value says it moved away from, gave up or denies: "switched from Polars to DuckDB" → Polars,
+    "migrating off Mongo onto Postgres" → Mongo, "put Spanish on hold" → Spanish, "keto didn't stick" → keto,
+    "it's cashews, not peanuts" → peanuts, "从 MySQL 换成" → MySQL. Words that name nothing ("it", "work") are no
+    term."""
+    out: list[str] = []
+    for pattern in _REPLACED_RES:
+        for m in pattern.finditer(value):
+            term = m.group(1).strip()
+            if len(term) >= 2 and term.lower() not in _NOT_A_TERM and term not in out:
+                out.append(term)
+    return out
 
 
 def _names(value: str, term: str) -> bool:
     if has_cjk(term):  # Chinese has no word boundaries: "后端" is named in "Java 后端开发"
         return term in value
-    return bool(term) and re.search(rf"(?<![\w]){re.escape(term)}(?![\w])", value, re.I) is not None
+    # An English compound names its head ("the fish" is the one in "a goldfish tank"), and a name of five letters or
+    # more names what it begins ("Mongo" is MongoDB, "Postgres" PostgreSQL).
+    head = r"[a-z]*" if len(term) >= 4 and term.islower() else ""
+    rest = r"\w*" if len(term) >= 5 else ""
+    return bool(term) and re.search(rf"(?<!\w){head}{re.escape(term)}{rest}(?!\w)", value, re.I) is not None
+
+
+def _replaces(fact: CandidateFact, mem: _Mem) -> bool:
+    """Whether the fact says the memory's value is what changed or was wrong (a term of `_replaced_terms` that
+    the memory names)."""
+    return any(_names(mem.value, term) for term in _replaced_terms(fact.value))
 
 
 def _named_source(fact: CandidateFact, candidates: list[_Mem]) -> _Mem | None:
-    """The one live, unpinned memory of the fact's subject that names what the change moved away from."""
-    source = _source_of_change(fact.value) if fact.supersedes_previous else None
-    if not source or len(source) < 2:
+    """The one live, unpinned memory of the fact's subject, under another key, that names what the change moved
+    away from. A correction ("cashews, not peanuts") needs no change cue; other terms do."""
+    if not fact.supersedes_previous and not _CONTRAST_RE.search(fact.value):
         return None
     subject = canonical_key(fact.key)[0]
     named = [
         m for m in candidates
-        if not m.pinned and canonical_key(m.key)[0] == subject and _names(m.value, source) and m.key != fact.key
+        if not m.pinned and canonical_key(m.key)[0] == subject and m.key != fact.key and _replaces(fact, m)
     ]  # fmt: skip
     return named[0] if len(named) == 1 else None
+
+
+_CONTRAST_RE = re.compile(r"[,，]\s*not\s|\binstead of\b|\brather than\b|而不是")
 
 
 _NAMES_ITS_SOURCE = re.compile(r"\bfrom\b|\binstead of\b|从|由")
@@ -368,6 +412,10 @@ def _same_key_decision(
     new_has_old = bool(old_core) and old_core in new_core
     old_has_new = bool(new_core) and new_core in old_core
 
+    if (fact.supersedes_previous or _CONTRAST_RE.search(fact.value)) and _replaces(fact, mem) and not mem.pinned:
+        # "keto didn't stick, I'm eating mediterranean now", "it's cashews I'm allergic to, not peanuts": the value
+        # says the memory's value is what changed or was wrong, whatever else the two share.
+        return _supersede(fact, emb, mem, f"same key {mem.key}: names its value as what changed or was wrong")
     if not flipped and not num_clash:
         if new_has_old and len(new_core) > len(old_core) + 3:
             return MemoryOp(

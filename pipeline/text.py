@@ -107,7 +107,8 @@ def split_sentences(text: str) -> list[str]:
 
 
 _EN_AND_I_RE = re.compile(
-    r"(?<!\s)\s+and\s+(?=(?:I|I'm|I've|I'd|I'll|we|we're|we've)\b"  # (?<!\s): as above
+    # Chat writes the pronoun in lower case and drops the apostrophe ("and im bored", "and ive got").
+    r"(?<!\s)\s+and\s+(?=(?:I|i|I'm|i'm|im|I've|i've|ive|I'd|I'll|we|we're|we've)\b"  # (?<!\s): as above
     # "I run a bakery and want a formula": the same subject goes on to ask for something
     r"|(?:want|need|would like|am looking for|was wondering)\b"
     # "took up bouldering and my forearms are wrecked today": a second subject with its own verb
@@ -119,8 +120,54 @@ def _split_and_i(piece: str) -> list[str]:
     """ "I write Python and I prefer Polars" holds two statements; "my wife and I hike" holds one."""
     m = _EN_AND_I_RE.search(piece)
     if m is None or len(piece[: m.start()].split()) < 3:
+        return _split_so(piece)
+    return [*_split_so(piece[: m.start()]), *_split_and_i(piece[m.end() :])]
+
+
+_EN_FRONTED_RE = re.compile(
+    r"^(?:ever since|since|now that|after|once)\s+(?!when\b)\S+(?:\s+\S+){1,9}?"
+    r"(?=\s+(?:I|i|I'm|i'm|im|I've|i've|ive|I'd|i'd|my|we|we're|we've|our)\s)",
+    re.I,
+)
+"""A fronted time or reason clause without its comma ("Ever since the move to Leeds my commute is…", "Now that I'm at
+Monzo I have to…", "After transferring to Edinburgh I lost…"): it ends where the main clause's subject starts."""
+
+
+def _split_fronted(piece: str) -> list[str]:
+    m = _EN_FRONTED_RE.match(piece)
+    if m is None:
         return [piece]
-    return [piece[: m.start()], *_split_and_i(piece[m.end() :])]
+    return [m.group(0), piece[m.end() :].strip()]
+
+
+_EN_SO_RE = re.compile(r"(?<!\s)\s+so\s+(?=[A-Za-z])")
+_SO_DEGREE_BEFORE_TEXT = (
+    "i'm im am is are was were be been being it's its that's feel feels feeling felt look looks looked seem seems "
+    "seemed get gets got getting become became not just"
+)
+_SO_DEGREE_BEFORE = frozenset(_SO_DEGREE_BEFORE_TEXT.split())
+"""After these, "so" is a degree word ("I'm so tired", "it's been so long", "feel so much better"), no conjunction."""
+_SO_DEGREE_AFTER_TEXT = (
+    "much many far long often well little few that very too good bad hard fast happy sad glad tired busy excited "
+    "sorry cute nice great bored stressed annoyed sure"
+)
+_SO_DEGREE_AFTER = frozenset(_SO_DEGREE_AFTER_TEXT.split())
+"""Before these, "so" is a degree word or a purpose ("love it so much", "so that"), no new clause."""
+
+
+def _split_so(piece: str) -> list[str]:
+    """ "im pescatarian so fish is my main protein", "I do 3D rendering for work so render times cost me money": "so"
+    without a comma still joins two statements, the second a consequence; only the first may be the fact."""
+    for m in _EN_SO_RE.finditer(piece):
+        before, after = piece[: m.start()].split(), piece[m.end() :].split()
+        if (
+            len(before) >= 2
+            and len(after) >= 2
+            and before[-1].lower() not in _SO_DEGREE_BEFORE
+            and after[0].lower().strip(",.") not in _SO_DEGREE_AFTER
+        ):
+            return [piece[: m.start()], *_split_so(piece[m.end() :])]
+    return [piece]
 
 
 def split_clauses(text: str) -> list[str]:
@@ -129,6 +176,7 @@ def split_clauses(text: str) -> list[str]:
     for sent in split_sentences(text):
         pieces = _ZH_CLAUSE_RE.split(sent) if has_cjk(sent) else _EN_CLAUSE_RE.split(sent)
         if not has_cjk(sent):
+            pieces = [*_split_fronted(pieces[0]), *pieces[1:]]
             pieces = [p for piece in pieces for p in _split_and_i(piece)]
         for piece in pieces:
             piece = piece.strip(" \t,，、;；。.!！")
@@ -325,7 +373,12 @@ _EN_CHANGE_RE = re.compile(
     r"\bno longer\b|\bnot anymore\b|\banymore\b|\bnow use\b|"
     r"(?<!from )\bnow on\b|\bnow i\b|\bi'm now\b|\bnow work\b|"
     r"\bstarted at\b|\bjoined\b|\bnew job\b|\bnew role\b|\bstopped\b|\bquit\b|\bused to\b|\bagain\b|"
-    r"\binstead of\b|\breplaced\b|\bgave up\b|\bnot \w+ any ?more\b|\bchanged my mind\b",
+    r"\binstead of\b|\breplaced\b|\bgave up\b|\bnot \w+ any ?more\b|\bchanged my mind\b|"
+    # The present perfect of a change ("I've gone vegan", "we have relocated"), "I now …", and a habit or plan that
+    # did not last ("keto didn't stick"). Not "I've become …" or "I've taken up …": a new interest joins the old
+    # ones (measured: as cues they retired memories of everyday chat that still held).
+    r"\b(?:have|has|'ve|'s) (?:gone|transferred|relocated|given up|left|sold)\b|\b(?:i|we) now\b|"
+    r"\b(?:didn't|did not|never) (?:stick|last|work out)\b|\bon hold\b",
     re.I,
 )
 

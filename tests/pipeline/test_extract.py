@@ -999,3 +999,22 @@ def test_a_chinese_question_without_a_question_mark_states_nothing() -> None:
     facts = _active(extract_facts(_transcript(("user", "我养了一只柯基 换什么狗粮比较好"))))
     assert _find(facts, "柯基")
     assert not _find(facts, "狗粮")
+
+
+def test_a_fronted_time_clause_is_read_as_the_change_it_reports() -> None:
+    """ "Ever since the move to Leeds …", "Now that I'm at Monzo …": the lead states the new value, whatever the
+    rest of the sentence is about."""
+    [city] = [
+        f for f in _facts_of("Ever since the move to Leeds my commute is 40 minutes of hills.") if "Leeds" in f.value
+    ]
+    assert city.supersedes_previous
+    assert "moved to Leeds" in city.value
+    [diet] = [
+        f
+        for f in _facts_of("ever since going vegan in the spring I've been struggling with protein.")
+        if "vegan" in f.value
+    ]
+    assert diet.key == "user.diet"
+    assert diet.supersedes_previous
+    # A time clause that reports no change ("after dinner") stays as it was: no change is read into it.
+    assert not any(f.supersedes_previous for f in _facts_of("After dinner I usually read for an hour."))

@@ -262,3 +262,48 @@ def test_a_name_said_in_lower_case_is_the_same_value() -> None:
     assert (op.action, op.target_id) == ("merge", old.id)
     [op] = reconcile([fact("user.editor", "User uses Vim", 50)], [old], dedupe_threshold=T)
     assert op.action == "conflict"
+
+
+def test_a_change_that_names_what_it_gave_up_retires_it_under_another_key() -> None:
+    """ "Spanish didn't stick, doing Japanese now" filed under language retires "learning Spanish" (learning)."""
+    old = mem("user.learning", "User is learning Spanish", 0)
+    other = mem("user.city", "User lives in Seville", 5)
+    new = fact(
+        "user.language", "Spanish honestly didn't stick, User is doing Japanese now", 60, supersedes_previous=True
+    )
+    [op] = reconcile([new], [old, other], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("supersede", old.id)
+    # "migrating off Mongo": a name of five letters or more names what it begins (MongoDB).
+    db = mem("team.database", "User's team uses MongoDB", 0)
+    moved = fact(
+        "user.stack", "User's team finished migrating off Mongo onto Postgres 16", 60, supersedes_previous=True
+    )
+    [op] = reconcile([moved], [db], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("supersede", db.id)
+
+
+def test_a_change_that_names_nothing_a_memory_holds_retires_nothing_under_another_key() -> None:
+    hobby = mem("user.hobby", "User plays chess on weekends", 0)
+    new = fact("user.exam", "User gave up on the CFA, doing ACCA instead", 60, supersedes_previous=True)
+    [op] = reconcile([new], [hobby], dedupe_threshold=T)
+    assert op.action == "insert"
+
+
+def test_a_correction_that_denies_the_old_value_supersedes_it_without_a_change_cue() -> None:
+    old = mem("user.allergy", "User is allergic to peanuts", 0)
+    new = fact("user.allergy", "It's cashews User is allergic to, not peanuts", 20)
+    [op] = reconcile([new], [old], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("supersede", old.id)
+    # A contrast that names something else is no correction of this memory: a refinement merges.
+    city = mem("user.city", "User lives in Leeds", 0)
+    [op] = reconcile(
+        [fact("user.city", "User lives in Leeds, not far from the station", 10)], [city], dedupe_threshold=T
+    )
+    assert op.action in ("merge", "refresh")
+
+
+def test_a_compound_names_its_head_when_a_change_gives_it_up() -> None:
+    old = mem("user.pet", "User keeps a goldfish tank", 0)
+    new = fact("user.pet", "User rehomed the fish when the puppy arrived", 60, supersedes_previous=True)
+    [op] = reconcile([new], [old], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("supersede", old.id)

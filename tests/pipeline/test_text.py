@@ -118,3 +118,42 @@ def test_reply_kind() -> None:
     assert reply_kind("不是，我在广州") == "reject"
     assert reply_kind("Actually I moved to Leeds") == "reject"
     assert reply_kind("帮我写个脚本") is None
+
+
+def test_so_without_a_comma_joins_two_clauses_unless_it_is_a_degree_word() -> None:
+    assert split_clauses("im pescatarian so fish is my main protein and im bored of lemon") == [
+        "im pescatarian",
+        "fish is my main protein",
+        "im bored of lemon",
+    ]
+    assert split_clauses("I do 3D rendering for work so render times cost me money") == [
+        "I do 3D rendering for work",
+        "render times cost me money",
+    ]
+    assert split_clauses("I'm so tired of this") == ["I'm so tired of this"]
+    assert split_clauses("I love my garden so much") == ["I love my garden so much"]
+    assert split_clauses("it's been so long since I ran") == ["it's been so long since I ran"]
+
+
+def test_a_fronted_time_clause_ends_where_the_main_subject_starts() -> None:
+    assert split_clauses("Now that I'm at Monzo I have to write self-reviews") == [
+        "Now that I'm at Monzo",
+        "I have to write self-reviews",
+    ]
+    assert split_clauses("Ever since the move to Leeds my commute is all hills") == [
+        "Ever since the move to Leeds",
+        "my commute is all hills",
+    ]
+    assert split_clauses("since when do I need a visa for Peru") == ["since when do I need a visa for Peru"]
+    assert split_clauses("After dinner I usually walk the dog") == ["After dinner I usually walk the dog"]
+
+
+def test_changes_said_in_the_present_perfect_or_as_a_habit_that_did_not_last() -> None:
+    assert has_change_cue("I've gone vegan")
+    assert has_change_cue("we have relocated to Porto")
+    assert has_change_cue("I now work from home")
+    assert has_change_cue("keto didn't stick")
+    assert has_change_cue("I've put Spanish on hold")
+    # A new interest joins the old ones: no cue.
+    assert not has_change_cue("I've become really interested in chess")
+    assert not has_change_cue("I've taken up pottery")
