@@ -207,6 +207,10 @@ _ADDRESSED_RE = re.compile(r"\b(?:you|your|me)\b|你|您|[给叫提醒帮跟对�
 looking for new games" or "六点以后去健身房" holds "always"/"以后" but asks nothing of anyone."""
 
 
+_ASKS_YOU_RE = re.compile(r"\b(?:could|can|would|will) you\b|\bplease\b|\bpls\b", re.I)
+"""A question that asks the assistant to do something ("when you give me recipes, could you include …?")."""
+
+
 def _is_standing(sentence: str) -> bool:
     return bool(lx.ZH_STANDING.search(sentence) or lx.EN_STANDING.search(sentence))
 
@@ -847,13 +851,22 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
     # A standing instruction ("以后叫我…", "if it rains, remind me…", "always CC …") is kept whole:
     # its request form is the point, and it holds beyond this conversation.
     standing = _is_standing(sentence) and ctx.assistant and bool(_ADDRESSED_RE.search(sentence))
+    parts = split_clauses(sentence) if standing else []
+    first = next((i for i, part in enumerate(parts) if _is_standing(part)), 0)
+    instruction = ", ".join(parts[first:]) if first else sentence
     if (
         standing
-        and not _is_question(sentence)
+        # "Could you keep answers short?" asks in a question's form; "do you always …?" is a question
+        and not (_is_question(instruction) and not (_is_request(instruction) or _ASKS_YOU_RE.search(instruction)))
         and not (
             _is_time_bound(sentence) and not explicit and not re.search(r"以后|from now on|going forward", sentence)
         )
     ):
+        if first > 0:
+            # "I've had type 1 diabetes since I was 12, so when you give me recipes include the carbs": what the
+            # speaker says of themself before the instruction is a statement of its own.
+            _sentence_drafts(", ".join(parts[:first]), turn, lang, ctx, base_conf)
+            sentence = instruction
         attr = _match_attribute(sentence, ctx.judge)
         suffix = attr.name.rstrip(".*") if attr else "instruction"
         instructed = _detect_subject(sentence, ctx) or USER

@@ -212,12 +212,18 @@ EN_TIME_TRANSIENT = re.compile(
     r"\bthis time\b|\berror\b|\bfails?\b|\bfailing\b|\bbroken\b|"
     r"\bkeeps? \w+ing\b|\bdoesn't work\b|\bisn't working\b|\bcan't connect\b|"
     r"\b(?:a|the|this) (?:cold|flu|fever|stomach bug)\b(?! (?:shot|vaccine|medicine|meds))|\bsore throat\b|"
-    r"\bcoughing\b|\bhungover\b",
+    r"\bcoughing\b|\bhungover\b|"
+    # a near day ("next Friday", "last night"; not "last month": "got a dog last month" still holds), a few hours or
+    # days from now, a visit, a delay, being stuck somewhere
+    r"\b(?:next|last|this coming) (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekend|night)\b|"
+    r"\bnext month\b|\bin (?:an?|\d+|two|three|a few|a couple of) (?:hours?|minutes?|days?)\b|"
+    r"\b(?:is|are|'s|'re|am|'m) (?:coming over|coming to visit|visiting)\b|"
+    r"\b(?:got|get|was|been|is) (?:delayed|cancelled|canceled)\b|\bstuck (?:at|in|on)\b",
     re.I,
 )
 EN_MOOD = re.compile(
     r"\btired\b|exhausted|stressed|\bbored\b|\bhungry\b|\bsick\b|annoyed|frustrated|\bin a hurry\b|"
-    r"sleepy|\bugh\b|\blol\b|\bhaha\b|\bwhoa\b|\bcurious\b|anxious|\bupset\b|\bexcited\b",
+    r"sleepy|\bugh\b|\blol\b|\bhaha\b|\bwhoa\b|\bcurious\b|anxious|\bupset\b|\bexcited\b|\bmood\b",
     re.I,
 )
 ZH_REQUEST = re.compile(
@@ -273,7 +279,10 @@ EN_STANDING = re.compile(
     r"\bfrom now on\b|\bgoing forward\b|\bin future\b|"
     r"\bin the future\b|\bfor future\b|\balways\b|\bwhenever\b|"
     r"\bevery time\b|\bby default\b|\bif it \w+s?, remind\b|\bif .{1,40}remind me\b|"
-    r"\bnever (?:use|call|send|give|suggest|list|recommend|add|write|cc)\b",
+    r"\bnever (?:use|call|send|give|suggest|list|recommend|add|write|cc)\b|"
+    # the form of every answer to come: "when you give me recipes, …", "keep your answers short"
+    r"\bwhen(?:ever)? you (?:give|send|write|suggest|recommend|show|make|answer|reply|explain)\b|"
+    r"\b(?:keep|make)\b(?:(?!\b(?:it|this|that)\b)[^.?!]){0,15}\b(?:answers|replies|responses|explanations)\b",
     re.I,
 )
 ZH_REMEMBER = re.compile(r"^(?:请)?(?:记住|记一下|记下|记得|帮我记住|你记住|备注一下)[:：，,]?\s*")
@@ -313,7 +322,9 @@ ZH_DISCOURSE_TAIL = re.compile(r"(?:(?<![，,\s])[，,\s]+)?(?:顺便说一句|�
 
 # One-off plans and wishes: transient unless the clause also names a stable attribute.
 ZH_PLAN = re.compile(r"^(?:想|打算|准备|计划|要不)")
-EN_PLAN = re.compile(r"^(?:i'm going to|i'm planning|planning to|i want to|i'd like to|gonna)\b", re.I)
+EN_PLAN = re.compile(
+    r"^(?:i'm going to|i'm planning|planning to|(?:i )?want to|(?:i )?wanna|i'd like to|gonna)\b", re.I
+)
 # Nationalities and languages are capitalised but are not names ("I'm British").
 EN_NOT_NAME_WORDS = frozenset(
     [

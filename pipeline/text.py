@@ -108,7 +108,7 @@ def split_sentences(text: str) -> list[str]:
 
 _EN_AND_I_RE = re.compile(
     # Chat writes the pronoun in lower case and drops the apostrophe ("and im bored", "and ive got").
-    r"(?<!\s)\s+and\s+(?=(?:I|i|I'm|i'm|im|I've|i've|ive|I'd|I'll|we|we're|we've)\b"  # (?<!\s): as above
+    r"(?<!\s)\s+and\s+(?=(?:I|i|I'm|i'm|im|I've|i've|ive|I'd|I'll|we|we're|we've|she's|he's|they're)\b"
     # "I run a bakery and want a formula": the same subject goes on to ask for something
     r"|(?:want|need|would like|am looking for|was wondering)\b"
     # "took up bouldering and my forearms are wrecked today": a second subject with its own verb
@@ -124,20 +124,27 @@ def _split_and_i(piece: str) -> list[str]:
     return [*_split_so(piece[: m.start()]), *_split_and_i(piece[m.end() :])]
 
 
-_EN_FRONTED_RE = re.compile(
-    r"^(?:ever since|since|now that|after|once)\s+(?!when\b)\S+(?:\s+\S+){1,9}?"
-    r"(?=\s+(?:I|i|I'm|i'm|im|I've|i've|ive|I'd|i'd|my|we|we're|we've|our)\s)",
-    re.I,
-)
-"""A fronted time or reason clause without its comma ("Ever since the move to Leeds my commute is…", "Now that I'm at
-Monzo I have to…", "After transferring to Edinburgh I lost…"): it ends where the main clause's subject starts."""
+_EN_FRONTED_LEAD_RE = re.compile(r"^(?:ever since|since|now that|after|once)\s+(?!when\b)", re.I)
+_EN_SUBJECT_RE = re.compile(r"\s(?=(?:I|i|I'm|i'm|im|I've|i've|ive|I'd|i'd|my|we|we're|we've|our)\s)")
+_EN_LEADS_ON_TEXT = "from to into onto with of for in at on by about like than and or the a an"
+_EN_LEADS_ON = frozenset(_EN_LEADS_ON_TEXT.split())
+"""Words after which a pronoun is an object, not the next subject ("after the move from my old PaaS …")."""
 
 
 def _split_fronted(piece: str) -> list[str]:
-    m = _EN_FRONTED_RE.match(piece)
-    if m is None:
+    """A fronted time or reason clause without its comma ("Ever since the move to Leeds my commute is…", "Now that
+    I'm at Monzo I have to…", "After transferring to Edinburgh I lost…") ends where the main clause's subject
+    starts: the first "I"/"my"/"we" after two or more words that does not follow a preposition."""
+    lead = _EN_FRONTED_LEAD_RE.match(piece)
+    if lead is None:
         return [piece]
-    return [m.group(0), piece[m.end() :].strip()]
+    for m in _EN_SUBJECT_RE.finditer(piece, lead.end()):
+        words = piece[lead.end() : m.start()].split()
+        if len(words) > 10:
+            break
+        if len(words) >= 2 and words[-1].lower() not in _EN_LEADS_ON:
+            return [piece[: m.start()], piece[m.end() :].strip()]
+    return [piece]
 
 
 _EN_SO_RE = re.compile(r"(?<!\s)\s+so\s+(?=[A-Za-z])")

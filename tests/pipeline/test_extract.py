@@ -1018,3 +1018,38 @@ def test_a_fronted_time_clause_is_read_as_the_change_it_reports() -> None:
     assert diet.supersedes_previous
     # A time clause that reports no change ("after dinner") stays as it was: no change is read into it.
     assert not any(f.supersedes_previous for f in _facts_of("After dinner I usually read for an hour."))
+
+
+def test_an_instruction_about_every_answer_is_kept_even_in_a_questions_form() -> None:
+    facts = extract_facts(
+        _transcript(
+            (
+                "user",
+                "I've had type 1 diabetes since I was 12, so when you give me recipes could you include the carbs?",
+            ),
+            ("assistant", "Of course."),
+            ("user", "Can you keep answers short, bullets if possible?"),
+            ("assistant", "Sure."),
+            ("user", "Can you keep it short? What's the capital of Peru?"),
+        )
+    )
+    [health] = _find(facts, "diabetes")
+    assert "recipes" not in health.value  # the statement before the instruction is a fact of its own
+    [carbs] = _find(facts, "carbs")
+    assert "instruction" in carbs.key
+    assert _find(facts, "answers short")
+    assert not _find(facts, "Peru")
+    assert not _find(facts, "keep it short")
+
+
+def test_near_days_visits_delays_and_moods_pass() -> None:
+    facts = _facts_of(
+        "ugh terrible mood, my flight got delayed by 4 hours and I'm stuck at Gatwick. I'm hosting six friends next "
+        "Friday and want to do a paella but I'm allergic to shellfish. My sister Maya is a dentist in Cork and she's "
+        "coming over for my birthday."
+    )
+    values = " | ".join(f.value for f in facts)
+    for passing in ("mood", "delayed", "Gatwick", "next Friday", "paella", "birthday"):
+        assert passing not in values, values
+    assert _find(facts, "shellfish")
+    assert _find(facts, "dentist in Cork")

@@ -157,3 +157,9 @@ def test_changes_said_in_the_present_perfect_or_as_a_habit_that_did_not_last() -
     # A new interest joins the old ones: no cue.
     assert not has_change_cue("I've become really interested in chess")
     assert not has_change_cue("I've taken up pottery")
+
+
+def test_a_pronoun_after_a_preposition_does_not_end_a_fronted_clause() -> None:
+    assert split_clauses("After the move from my old PaaS to fly.io the app boots in 20s") == [
+        "After the move from my old PaaS to fly.io the app boots in 20s"
+    ]
