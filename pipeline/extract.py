@@ -681,7 +681,8 @@ _NO_S_WORDS = (
     "didn't hasn't needs just also only really always usually never often still mostly pretty got went "
     "made took saw came gave found said felt knew thought bought left ran began became kept held brought "
     "wrote sat stood lost paid met sent built spent taught caught won told put read set let cut quit "
-    "grew drove flew ate drank "
+    "grew drove flew ate drank broke spoke woke wore rode swam sang slept fell hid led lent threw drew chose froze "
+    "forgot understood fought sold heard meant hung shook stole tore "
     # not verbs at all: "the user's team and …", "User to …"
     "and or but nor to who that which with in on at for from of as so then too if when all both"
 )
@@ -717,6 +718,7 @@ _RELATION_NOUN = {r: r.replace("_in_", "-in-").replace("_", " ") for r in set(lx
 def _rewrite_en(text: str, subject: Subject, team: bool = True) -> str:
     # "My wife and I have…": a plural subject, so "have" stays as it is.
     out = re.sub(r"^(?:[Mm]y|[Oo]ur) (\w+(?: \w+)?),? and I\b", r"The user's \1 and the user", text)
+    out = re.sub(r"^([A-Z][a-z]+),? and I\b", r"\1 and the user", out)  # "Tom and I broke up"
     for pattern, repl in (*_EN_PRONOUNS, *(_EN_WE_TEAM if team else _EN_WE_USER)):
         out = re.sub(pattern, repl, out)
     out = re.sub(

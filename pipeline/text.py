@@ -385,7 +385,7 @@ _EN_CHANGE_RE = re.compile(
     # did not last ("keto didn't stick"). Not "I've become …" or "I've taken up …": a new interest joins the old
     # ones (measured: as cues they retired memories of everyday chat that still held).
     r"\b(?:have|has|'ve|'s) (?:gone|transferred|relocated|given up|left|sold)\b|\b(?:i|we) now\b|"
-    r"\b(?:didn't|did not|never) (?:stick|last|work out)\b|\bon hold\b",
+    r"\b(?:didn't|did not|never) (?:stick|last|work out)\b|\bon hold\b|\b(?:broke|split) up\b|\bgot divorced\b",
     re.I,
 )
 

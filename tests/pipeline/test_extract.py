@@ -1053,3 +1053,11 @@ def test_near_days_visits_delays_and_moods_pass() -> None:
         assert passing not in values, values
     assert _find(facts, "shellfish")
     assert _find(facts, "dentist in Cork")
+
+
+def test_a_named_partner_and_i_keep_the_verb_and_a_break_up_is_a_change() -> None:
+    [ended] = _find(
+        _facts_of("Tom and I broke up a couple of months ago so I'm relearning how to cook for one."), "Tom"
+    )
+    assert ended.value.startswith("Tom and the user broke up")
+    assert ended.supersedes_previous
