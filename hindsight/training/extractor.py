@@ -190,8 +190,17 @@ def load_prototypes(lang: str) -> list[Example]:
     `prototypes_change_<lang>.jsonl` (a life that changed: the new state said with a change cue, beside one-off
     changes and plans), `prototypes_assistant_<lang>.jsonl` (the register people use with an assistant: terse
     self-descriptions, "senior SRE here", "我们是 PG", beside requests, one-off states and chat that says
-    nothing) and `contrast_<lang>.jsonl` (transient look-alikes of facts, and stable facts with time words)."""
-    names = ("prototypes", "prototypes_work", "prototypes_change", "prototypes_assistant", "contrast")
+    nothing), `prototypes_passing_<lang>.jsonl` (facts said in passing in casual chat: without a subject, in lower
+    case, with fillers, "been on firefox for a few months now", "转行做UI了", beside close one-off look-alikes) and
+    `contrast_<lang>.jsonl` (transient look-alikes of facts, and stable facts with time words)."""
+    names = (
+        "prototypes",
+        "prototypes_work",
+        "prototypes_change",
+        "prototypes_assistant",
+        "prototypes_passing",
+        "contrast",
+    )
     return [
         Example(r["text"], lang, r["slot"] or NONE, f"prototypes_{lang}", text_split(r["text"]))
         for path in (DATA_DIR / f"{name}_{lang}.jsonl" for name in names)
