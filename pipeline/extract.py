@@ -886,6 +886,7 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
     pending: list[str] = []  # attribute-less clauses waiting for the group they belong to
     previous = ""
     corrections: set[str] = set()  # clauses that correct what was believed ("其实不过敏", "not allergic after all")
+    passing = False  # a dated clause came before in this sentence: what follows may be about that event
     for raw in split_clauses(sentence):
         clause, previous = _the_one(_strip_discourse(raw), previous), raw
         if _CORRECTION_RE.search(raw):
@@ -911,6 +912,7 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
             clause, dated = _undated(clause), False
         if _is_question(clause) or dated or _UNSURE_RE.search(clause) or _ASSIGNMENT_RE.match(clause):
             ctx.asked.append(clause)
+            passing = passing or dated
             continue
         if _is_request(clause) and not (explicit or _is_standing(clause) or _is_decision(clause)):
             ctx.asked.append(clause)
@@ -925,6 +927,10 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
             continue
         attr = _match_attribute(clause, ctx.judge)
         if attr is None and (_is_mood(clause) or lx.ZH_PLAN.search(clause) or lx.EN_PLAN.search(clause)):
+            continue
+        if passing and attr is None and not has_change_cue(clause):
+            # "昨晚看了一部电影，三个小时，…": a clause that states nothing after a dated one in the same sentence goes
+            # on about that event; it is no part of a fact that follows (a fact of its own still is one).
             continue
         named = _detect_subject(clause, ctx)
         pronoun = re.match(r"^(?:he|she|他|她)", clause, re.I)

@@ -341,6 +341,11 @@ _REPLACED_RES = (
     re.compile(
         r"(?:不再|放弃了?|离开了?|辞掉了?)\s*(?:用|喝|吃|学|做|玩|去)?\s*([A-Za-z][\w+#.\-]*|[\u4e00-\u9fff]{2,6}?)(?:了|[，,。]|$)"
     ),
+    # "VS Code 已经卸了", "微信读书删了": the object before the verb that removed it
+    re.compile(
+        r"(?:我们?|用户)?(?:把|将)?\s*([A-Za-z][\w+#.\-]*(?: [A-Z][\w+#.\-]*)?|[\u4e00-\u9fff]{2,6})\s*"
+        r"(?:已经|早就|也)?(?:卸了|卸载了|删了|退了)"
+    ),
 )
 _NOT_A_TERM_TEXT = (
     "it that this them him her one ones me us you work home job place way time thing things stuff everything "

@@ -371,6 +371,8 @@ _ZH_CHANGE = (
     "现在已经",
     "已经开始",
     "现在开始",
+    "卸了",
+    "卸载了",
 )
 # "雅思不考了", "咖啡不喝了": 不 + a verb + 了 ends a habit or a plan (no longer). Not "不错了", "不行了" (a state).
 _ZH_NO_LONGER_RE = re.compile(r"不(?!错|行|好|对|了|知|会|够|要|太|是)[\u4e00-\u9fff]{1,2}了")

@@ -1061,3 +1061,12 @@ def test_a_named_partner_and_i_keep_the_verb_and_a_break_up_is_a_change() -> Non
     )
     assert ended.value.startswith("Tom and the user broke up")
     assert ended.supersedes_previous
+
+
+def test_last_night_and_last_weekend_pass_in_chinese() -> None:
+    assert not _facts_of("上周末去爬了一次泰山，腿到现在还疼")
+    # What goes on about the dated event is no part of the fact that follows it.
+    [nurse] = _facts_of("昨晚看了一部电影，三个小时，我是护士")
+    assert "护士" in nurse.value
+    assert "小时" not in nurse.value
+    assert "电影" not in nurse.value

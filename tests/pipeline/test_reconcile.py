@@ -307,3 +307,11 @@ def test_a_compound_names_its_head_when_a_change_gives_it_up() -> None:
     new = fact("user.pet", "User rehomed the fish when the puppy arrived", 60, supersedes_previous=True)
     [op] = reconcile([new], [old], dedupe_threshold=T)
     assert (op.action, op.target_id) == ("supersede", old.id)
+
+
+def test_a_tool_said_to_be_uninstalled_is_retired() -> None:
+    """ "Cursor 用顺手了，VS Code 已经卸了": the object before 卸了 is what the change removed."""
+    old = mem("user.editor", "用户使用 VS Code 写代码", 0)
+    new = fact("user.editor", "用户Cursor 用顺手了，VS Code 已经卸了", 50, supersedes_previous=True)
+    [op] = reconcile([new], [old], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("supersede", old.id)
