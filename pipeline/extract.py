@@ -1119,12 +1119,20 @@ _IRREGULAR_PARTICIPLE = {"going": "gone", "getting": "got", "becoming": "become"
                          "running": "run"}  # fmt: skip
 
 
+_NOT_GERUNDS_TEXT = (
+    "nothing something anything everything morning evening during spring string wedding building meeting ceiling "
+    "feeling ending clothing painting"
+)
+_NOT_GERUNDS = frozenset(_NOT_GERUNDS_TEXT.split())
+"""Words in -ing after "since"/"after" that name a thing, not what the speaker did ("after the morning …")."""
+
+
 def _participle(gerund: str) -> str | None:
     """The past participle of an -ing form ("transferring" → "transferred", "moving" → "moved", "going" → "gone")."""
     g = gerund.lower()
     if g in _IRREGULAR_PARTICIPLE:
         return _IRREGULAR_PARTICIPLE[g]
-    if not g.endswith("ing") or len(g) < 6:
+    if not g.endswith("ing") or len(g) < 6 or g in _NOT_GERUNDS:
         return None
     stem = g[:-3]
     if stem.endswith("y") and stem[-2:-1] not in "aeiou":

@@ -147,6 +147,28 @@ def _split_fronted(piece: str) -> list[str]:
     return [piece]
 
 
+_EN_WH_RE = re.compile(r"^(?:what|whats|what's|how|where|when|which|who|why|is there|are there|any)\b", re.I)
+_EN_OWN_SUBJECT_RE = re.compile(r"\s(?=(?:im|i'm|I'm|i am|I am|ive|i've|I've|my|My|we're|we've|our)\s)")
+_EN_ASKS_ON_TEXT = (
+    "is are was were do does did can could should would will be get give tell show help make let know think "
+    "that if whether"
+)
+_EN_ASKS_ON = _EN_LEADS_ON | frozenset(_EN_ASKS_ON_TEXT.split())
+"""Words after which "my"/"I'm" still belongs to the question ("what is my …", "how do I get my …")."""
+
+
+def _split_run_on(piece: str) -> list[str]:
+    """A question typed without its question mark runs on into a statement ("whats a good marinade for salmon im
+    pescatarian", "how do I fix this im on windows"): the statement starts at its own subject."""
+    if _EN_WH_RE.match(piece) is None:
+        return [piece]
+    for m in _EN_OWN_SUBJECT_RE.finditer(piece):
+        words = piece[: m.start()].split()
+        if len(words) >= 3 and words[-1].lower() not in _EN_ASKS_ON:
+            return [piece[: m.start()], piece[m.end() :].strip()]
+    return [piece]
+
+
 _EN_SO_RE = re.compile(r"(?<!\s)\s+so\s+(?=[A-Za-z])")
 _SO_DEGREE_BEFORE_TEXT = (
     "i'm im am is are was were be been being it's its that's feel feels feeling felt look looks looked seem seems "
@@ -184,6 +206,7 @@ def split_clauses(text: str) -> list[str]:
         pieces = _ZH_CLAUSE_RE.split(sent) if has_cjk(sent) else _EN_CLAUSE_RE.split(sent)
         if not has_cjk(sent):
             pieces = [*_split_fronted(pieces[0]), *pieces[1:]]
+            pieces = [p for piece in pieces for p in _split_run_on(piece)]
             pieces = [p for piece in pieces for p in _split_and_i(piece)]
         for piece in pieces:
             piece = piece.strip(" \t,，、;；。.!！")

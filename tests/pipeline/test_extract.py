@@ -1018,6 +1018,8 @@ def test_a_fronted_time_clause_is_read_as_the_change_it_reports() -> None:
     assert diet.supersedes_previous
     # A time clause that reports no change ("after dinner") stays as it was: no change is read into it.
     assert not any(f.supersedes_previous for f in _facts_of("After dinner I usually read for an hour."))
+    # A word in -ing that names a thing is no verb to put in the past ("after morning coffee", not "morned").
+    assert all("morned" not in f.value for f in _facts_of("After morning coffee I always read the news in Dutch."))
 
 
 def test_an_instruction_about_every_answer_is_kept_even_in_a_questions_form() -> None:

@@ -163,3 +163,17 @@ def test_a_pronoun_after_a_preposition_does_not_end_a_fronted_clause() -> None:
     assert split_clauses("After the move from my old PaaS to fly.io the app boots in 20s") == [
         "After the move from my old PaaS to fly.io the app boots in 20s"
     ]
+
+
+def test_a_question_without_its_mark_runs_on_into_a_statement_at_its_own_subject() -> None:
+    assert split_clauses("whats a good marinade for salmon im pescatarian") == [
+        "whats a good marinade for salmon",
+        "im pescatarian",
+    ]
+    assert split_clauses("what should i cook tonight my wife is vegetarian") == [
+        "what should i cook tonight",
+        "my wife is vegetarian",
+    ]
+    # "my"/"I'm" after a verb or a preposition of the question still belongs to it.
+    assert split_clauses("how do I get my money back") == ["how do I get my money back"]
+    assert split_clauses("what is my name again") == ["what is my name again"]
