@@ -319,7 +319,10 @@ def _decide(fact: CandidateFact, emb: list[float], pool: list[_Mem], threshold: 
     return MemoryOp(action="insert", fact=fact, embedding=emb, new_id=uuid.uuid4(), reason=reason)
 
 
-_TERM = r"(?:(?:the|my|our|a|an|user's|the user's)\s+)?([A-Za-z][\w+#.\-]*(?-i:\s[A-Z][\w+#.\-]*)?)"
+_TERM = (
+    r"(?:(?:the|my|our|a|an|user's|the user's)\s+)?(?:(?:old|former|previous|ex-?)\s*)?"
+    r"([A-Za-z][\w+#.\-]*(?-i:\s[A-Z][\w+#.\-]*)?)"
+)
 _REPLACED_RES = (
     re.compile(r"\bfrom\s+([A-Za-z][\w+#.\-]*(?-i:\s[A-Z][\w+#.\-]*)?)\s+(?:to|for|onto)\b", re.I),
     # "从后端转岗到算法", "从北京搬到": a verb of one or two characters may stand before 到.

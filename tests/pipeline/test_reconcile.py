@@ -315,3 +315,13 @@ def test_a_tool_said_to_be_uninstalled_is_retired() -> None:
     new = fact("user.editor", "用户Cursor 用顺手了，VS Code 已经卸了", 50, supersedes_previous=True)
     [op] = reconcile([new], [old], dedupe_threshold=T)
     assert (op.action, op.target_id) == ("supersede", old.id)
+
+
+def test_what_a_change_left_may_be_called_the_old_one() -> None:
+    """ "in the new flat instead of the old houseshare": "old" says which one, the houseshare is what was left."""
+    old = mem("user.living_situation", "User lives in a houseshare with three flatmates", 0)
+    new = fact(
+        "user.goal", "It's just the user and the user's partner in the new flat instead of the old houseshare", 60
+    )
+    [op] = reconcile([new], [old], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("supersede", old.id)
