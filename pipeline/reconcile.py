@@ -17,6 +17,7 @@ import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from pipeline.slots import BY_NAME, canonical_slot, key_slot
 from pipeline.text import content_tokens, core_negated, extract_numbers, has_cjk, normalize, numbers_conflict
@@ -357,7 +358,8 @@ _NOT_A_TERM_TEXT = (
 _NOT_A_TERM = frozenset(_NOT_A_TERM_TEXT.split())
 
 
-def _replaced_terms(value: str) -> list[str]:
+@lru_cache(maxsize=4096)
+def _replaced_terms(value: str) -> tuple[str, ...]:
     """What a value says it moved away from, gave up or denies: "switched from Polars to DuckDB" → Polars,
     "migrating off Mongo onto Postgres" → Mongo, "put Spanish on hold" → Spanish, "keto didn't stick" → keto,
     "it's cashews, not peanuts" → peanuts, "从 MySQL 换成" → MySQL. Words that name nothing ("it", "work") are no
@@ -368,7 +370,7 @@ def _replaced_terms(value: str) -> list[str]:
             term = m.group(1).strip()
             if len(term) >= 2 and term.lower() not in _NOT_A_TERM and term not in out:
                 out.append(term)
-    return out
+    return tuple(out)
 
 
 def _names(value: str, term: str) -> bool:
@@ -383,7 +385,7 @@ def _names(value: str, term: str) -> bool:
 
 def _replaces(fact: CandidateFact, mem: _Mem) -> bool:
     """Whether the fact says the memory's value is what changed or was wrong (a term of `_replaced_terms` that
-    the memory names)."""
+    the memory names). The terms are read once per value: `_decide` asks this of every candidate memory."""
     return any(_names(mem.value, term) for term in _replaced_terms(fact.value))
 
 

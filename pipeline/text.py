@@ -120,8 +120,8 @@ def _split_and_i(piece: str) -> list[str]:
     """ "I write Python and I prefer Polars" holds two statements; "my wife and I hike" holds one."""
     m = _EN_AND_I_RE.search(piece)
     if m is None or len(piece[: m.start()].split()) < 3:
-        return _split_so(piece)
-    return [*_split_so(piece[: m.start()]), *_split_and_i(piece[m.end() :])]
+        return [piece]
+    return [piece[: m.start()], *_split_and_i(piece[m.end() :])]
 
 
 _EN_FRONTED_LEAD_RE = re.compile(r"^(?:ever since|since|now that|after|once)\s+(?!when\b)", re.I)
@@ -205,9 +205,11 @@ def split_clauses(text: str) -> list[str]:
     for sent in split_sentences(text):
         pieces = _ZH_CLAUSE_RE.split(sent) if has_cjk(sent) else _EN_CLAUSE_RE.split(sent)
         if not has_cjk(sent):
+            # Chat English leaves out the commas: a fronted time clause, a question without its mark, "and I …"
+            # and "so …" still end a clause (each step splits what the one before left).
             pieces = [*_split_fronted(pieces[0]), *pieces[1:]]
-            pieces = [p for piece in pieces for p in _split_run_on(piece)]
-            pieces = [p for piece in pieces for p in _split_and_i(piece)]
+            for split in (_split_run_on, _split_and_i, _split_so):
+                pieces = [p for piece in pieces for p in split(piece)]
         for piece in pieces:
             piece = piece.strip(" \t,，、;；。.!！")
             if piece and not re.fullmatch(r"[\W_]+", piece):
