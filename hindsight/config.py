@@ -59,6 +59,10 @@ class RetrievalSettings(BaseModel):
     """Upper bound for hnsw.ef_search, which grows as a namespace's share of the table shrinks (40 for a whole
     table, 400 for a tenth: recall@10 0.99 there against 0.92-0.96 at 40; BENCHMARKS.md "PostgreSQL 18 and
     pgvector 0.8")."""
+    context_fanout: bool = True
+    """`/context` recalls episodes and rounds on pooled connections of their own while memories are recalled, so
+    its latency is the slowest search's, not the three's sum; each call then holds up to three connections at
+    once (BENCHMARKS.md "/context end to end"). Off: one connection, one search after another."""
     max_scan_tuples: int = Field(20_000, ge=1000, le=10_000_000)
     """hnsw.max_scan_tuples of an iterative index scan. A namespace so small a share of its table that the scan
     would need more (about 4 x candidates / share) is scanned exactly instead."""

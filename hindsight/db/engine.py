@@ -163,6 +163,37 @@ class ReadRouter:
             yield session
 
 
+FANOUT_CONNECTIONS = 4
+"""Connections (per database, per process) for reads that run beside a request's own (`sibling_read_session`);
+as many as the threads that run them (hindsight.services.context), so none waits for one."""
+
+
+@lru_cache(maxsize=8)
+def _sibling_engine(url: str) -> Engine:
+    # A pool of its own, not the request's: a request that waits for a sibling never holds the connection
+    # the sibling needs (with one pool, as many waiting requests as connections would wait for each other).
+    return create_engine(
+        url, pool_pre_ping=True, pool_recycle=1800, pool_size=FANOUT_CONNECTIONS, max_overflow=0, pool_timeout=1
+    )
+
+
+@contextmanager
+def sibling_read_session(session: ReadSession) -> Iterator[ReadSession]:
+    """A read session on the database `session` reads from, with a connection of its own (from a small pool
+    kept for this), writing, like `session`, to the same primary: for a read that runs beside `session`'s, in
+    another thread. Its snapshot is its own."""
+    engine = session.get_bind().engine
+    with read_session(_sibling_engine(engine.url.render_as_string(hide_password=False))) as sibling:
+        sibling.info[_PRIMARY] = session.info.get(_PRIMARY, engine)
+        yield sibling
+
+
+def fans_out(session: ReadSession) -> bool:
+    """Whether reads beside `session`'s may run in sibling sessions: it is bound to an engine (not to one
+    connection, whose open transaction a sibling could not see) and holds no change of its own."""
+    return isinstance(session.get_bind(), Engine) and not (session.new or session.dirty or session.deleted)
+
+
 def primary_engine(session: ReadSession) -> Engine:
     """The engine that takes writes for this session's reads (its own unless it reads from a replica)."""
     primary = session.info.get(_PRIMARY)
