@@ -194,8 +194,15 @@ ZH_TIME_TRANSIENT = re.compile(
     r"(?:周|星期|礼拜)[一二三四五六日天](?![一二三四五六日天]*(?:都|一般|通常|常常|经常))|"
     r"这几天|这两天|前几天|前两天|(?:到|至|直到)\s*(?:\d{1,2}\s*[号日]|月底|周末|下周|下个月)|"
     r"一会儿|马上|这次|这回|在(?:火车|地铁|飞机|车|路)上|出差中|报错|一直报|出错|失败|卡住|坏了|"
+    # a thing that will not start, open or connect ("lsp 死活起不来", "网页打不开", "vpn 连不上")
+    r"(?:起|打|连|装|跑|登|启动|加载)不(?:来|开|上|起来|进去)|"
     # an acute illness passes ("我感冒了"); a cold medicine one is allergic to does not
-    r"感冒(?!药)|流感(?!疫苗)|发烧|发热|咳嗽|嗓子疼|喉咙(?:疼|痛)|拉肚子|着凉|中暑"
+    r"感冒(?!药)|流感(?!疫苗)|发烧|发热|咳嗽|嗓子疼|喉咙(?:疼|痛)|拉肚子|着凉|中暑|"
+    # how far along something is: a streak or a count reached ("打卡第十天", "写到第三章", "连续跑了20天"), a share
+    # done or left ("完成 70%", "还差一半"); the next count replaces it
+    r"第\s*[零〇一二两三四五六七八九十百千\d]+\s*(?:天|周|章|节|课|关|集|篇|页|轮)|"
+    r"连续[^，,。；]{0,6}?[零〇一二两三四五六七八九十百千\d]+\s*(?:天|周|个月)|"
+    r"(?:完成|做完|写完|达成|进度)(?:了|到)?\s*(?:\d+(?:\.\d+)?\s*[%％]|[一二三四五六七八九十]成|一半)|还差\s*(?:一半|\d)"
 )
 ZH_MOOD = re.compile(
     r"累|烦|着急|急死|难受|开心|高兴|无聊|郁闷|困|饿|紧张|焦虑|生气|头疼|头痛|发烧|不舒服|心情|哈哈|崩溃|"
@@ -218,7 +225,10 @@ EN_TIME_TRANSIENT = re.compile(
     r"\b(?:next|last|this coming) (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekend|night)\b|"
     r"\bnext month\b|\bin (?:an?|\d+|two|three|a few|a couple of) (?:hours?|minutes?|days?)\b|"
     r"\b(?:is|are|'s|'re|am|'m) (?:coming over|coming to visit|visiting)\b|"
-    r"\b(?:got|get|was|been|is) (?:delayed|cancelled|canceled)\b|\bstuck (?:at|in|on)\b",
+    r"\b(?:got|get|was|been|is) (?:delayed|cancelled|canceled)\b|\bstuck (?:at|in|on)\b|"
+    # how far along something is ("70% done", "a 12-day streak"); not "three weeks into my new job at Stripe",
+    # whose clause also says where the user works (Chinese says such things in a clause of their own)
+    r"\b\d+\s?% (?:done|complete|through|finished)\b|\b\d+[- ]day streak\b",
     re.I,
 )
 EN_MOOD = re.compile(
@@ -248,6 +258,10 @@ EN_REQUEST = re.compile(
 )
 ZH_QUESTION = re.compile(
     r"[?？]$|[吗呢么嘛]$|[吗呢][~～。!！]*$|^(?:怎么|怎样|为什么|为啥|什么|哪|多少|几|是否|有没有|要不要|会不会|是不是|能不能)|对吧$|好不好$|行不行$"
+    # a verb asked as "A-not-A" anywhere in the clause: "我是不是该学 rust 啊", "周末要不要带伞"
+    r"|是不是|要不要|该不该|能不能|可不可以|会不会|需不需要|值不值得|适不适合|用不用|算不算|有没有(?!有)"
+    # asking for a way or a pick without a question mark ("有啥办法把…导成 markdown", "在家能练点啥")
+    r"|(?:有啥|有什么|有没有)(?:办法|方法|推荐|建议|好的?|技巧|窍门)|^有啥|(?<![没])(?:啥|什么)[呢啊呀]?$"
     # a question with no question mark, its question word inside: "换什么狗粮比较好", "选哪个合适", "咋办"
     r"|(?:什么|哪[个种家款些里]|怎么|咋).{0,12}(?:比较)?(?:好|合适|划算|靠谱)$|(?:怎么|咋)办$"
 )
@@ -259,7 +273,7 @@ EN_QUESTION = re.compile(
 )
 ZH_SMALLTALK = re.compile(
     r"^(?:在吗|你好|您好|嗨|哈+|嗯+|好+的?|行吧?|可以|谢谢|感谢|多谢|拜拜|再见|晚安|不用了|没事|好吧|收到|明白|了解|知道了|"
-    r"不错|太好了|原来如此|对|是的|没错|好消息)[!！。~～]*$"
+    r"不错|太好了|原来如此|对|是的|没错|好消息|(?:先|暂时|还)?不用(?:了|啦)?|(?:先|暂时)?不需要(?:了|啦)?)[!！。~～]*$"
 )
 EN_SMALLTALK = re.compile(
     r"^(?:hi|hello|hey|thanks|thank you|thx|ty|ok|okay|cool|great|nice|perfect|good|done|sure|bye|good night|"
@@ -272,7 +286,8 @@ EN_SMALLTALK = re.compile(
 # `.*` every "要是" of a long line rescanned the rest of it (quadratic: 32,000 chars took ~0.5 s). Only
 # ever used as a yes/no test, where the two agree (the nearest opener before the closer matches).
 ZH_STANDING = re.compile(
-    r"以后|今后|从今以后|从现在起|从现在开始|往后|默认|一律|每次(?:(?!每次).)*都|总是|永远|一直都|"
+    # "以后" after a verb done ("走了以后", "下班之后") says when, not from now on
+    r"(?<![了之过完])以后|今后|从今以后|从现在起|从现在开始|往后|默认|一律|每次(?:(?!每次).)*都|总是|永远|一直都|"
     r"如果(?:(?!如果).)*提醒|要是(?:(?!要是).)*提醒|每当"
 )
 EN_STANDING = re.compile(

@@ -1072,3 +1072,49 @@ def test_last_night_and_last_weekend_pass_in_chinese() -> None:
     assert "护士" in nurse.value
     assert "小时" not in nurse.value
     assert "电影" not in nurse.value
+
+
+def test_an_amount_alone_is_no_fact_unless_it_answers_what_was_asked() -> None:
+    facts = _active(extract_facts(_transcript(("user", "毕业设计写到第二章了，一万二千字"))))
+    assert not [f for f in facts if "万" in f.value or "第二章" in f.value]  # a count reached passes
+    facts = extract_facts(_transcript(("assistant", "离考试还有多久？"), ("user", "还剩三周吧。我在备考注册会计师")))
+    assert not _find(facts, "三周")  # what is left changes by the next conversation
+    assert _find(facts, "注册会计师")
+    [dog] = _find(extract_facts(_transcript(("assistant", "你家狗狗几岁了？"), ("user", "两岁半，是只柴犬"))), "柴犬")
+    assert "狗狗" in dog.value  # the answer names what the question asked about
+    assert dog.key.endswith("pet")
+
+
+def test_chinese_questions_without_a_question_mark_give_nothing() -> None:
+    for text in ("我是不是该换个机械键盘啊", "有啥办法让猫不抓沙发", "在家能练点啥"):
+        assert _active(extract_facts(_transcript(("user", text)))) == [], text
+    facts = _active(extract_facts(_transcript(("user", "我是做会计的，有啥办法提高 Excel 效率"))))
+    assert [f.key for f in facts] == ["user.role"]
+    assert "Excel" not in facts[0].value
+
+
+def test_what_someone_thinks_of_the_user_is_theirs_but_a_reported_fact_is_kept() -> None:
+    for text in ("我爸总说我太宅了", "my sister thinks I'm too picky about food"):
+        assert _active(extract_facts(_transcript(("user", text)))) == [], text
+    assert _find(extract_facts(_transcript(("user", "医生说我有点贫血"))), "贫血")
+    assert _find(extract_facts(_transcript(("user", "My doctor says I have mild asthma."))), "asthma")
+
+
+def test_a_streak_or_share_done_passes_and_the_fact_beside_it_stays() -> None:
+    facts = extract_facts(_transcript(("user", "背单词连续打卡 45 天了，我在学德语")))
+    assert not _find(facts, "45")
+    assert _find(facts, "德语")
+    assert not _find(extract_facts(_transcript(("user", "The migration is 70% done, I lead the data team."))), "70%")
+
+
+def test_after_a_verb_yihou_says_when_not_from_now_on() -> None:
+    facts = _active(extract_facts(_transcript(("assistant", "好的"), ("user", "搬家以后我每天骑车上班"))))
+    assert not [f for f in facts if "instruction" in f.key]
+    [standing] = _active(extract_facts(_transcript(("assistant", "好的"), ("user", "以后叫我小林就行"))))
+    assert standing.key.startswith("user.instruction") or standing.key == "user.name"
+
+
+def test_a_declined_offer_and_a_thing_that_will_not_start_give_nothing() -> None:
+    facts = extract_facts(_transcript(("assistant", "要不要我帮你列个清单？"), ("user", "先不用")))
+    assert _active(facts) == []
+    assert _active(extract_facts(_transcript(("user", "docker 死活启动不起来，vpn 也连不上")))) == []
