@@ -904,7 +904,7 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
             break  # the condition and its consequence are not the case
         if _MINE_RE.match(clause):
             continue  # "Mine is Icky Thump" after no question: what it is the speaker's favourite of is not said
-        clause = _as_event(_as_self_description(clause))
+        clause = _as_news(_as_event(_as_self_description(clause)))
         _note_people(clause, ctx)  # "I live with my husband, he's a doctor": "he" is the husband
         # A change said with its date ("I start at Ocado on Monday", "上周把库迁到了 PG 16") is still a change: the
         # state it leads to lasts, and the date is resolved in the value. Other dated clauses pass.
@@ -1191,6 +1191,30 @@ def _as_event(clause: str) -> str:
     first, _, tail = rest.partition(" ")
     done = _participle(first) if tail else None
     return f"I have {done} {tail}" if done else clause
+
+
+_EN_PLACE = r"((?-i:[A-Z][a-z]+)(?:[ -](?-i:[A-Z][a-z]+))?)"
+_EN_NEW_HOME_RE = re.compile(
+    r"\b(?:my|our) new (?:place|flat|apartment|apt|house|home|condo|digs) (?:\w+ )?(?:in|out in|over in) " + _EN_PLACE,
+    re.I,
+)
+_EN_NEW_JOB_RE = re.compile(
+    r"\b(?:my|the) new (?:job|role|position|gig|employer|team) (?:at|with) "
+    r"((?-i:[A-Z][\w&.-]*)(?: (?-i:[A-Z][\w&.-]*))?)",
+    re.I,
+)
+
+
+def _as_news(clause: str) -> str:
+    """A clause about "my new place in Denver" or "my new job at Monzo", whatever it says of it ("my new place in
+    Denver has no dishwasher"), tells that the speaker moved there or works there now: that is the fact it holds
+    a year later ("I have moved to Denver", "I now work at Monzo"), and the change retires the old city or
+    employer."""
+    home = _EN_NEW_HOME_RE.search(clause)
+    if home is not None:
+        return f"I have moved to {home.group(1)}"
+    job = _EN_NEW_JOB_RE.search(clause)
+    return f"I now work at {job.group(1)}" if job is not None else clause
 
 
 _AS_A_RE = re.compile(r"^as (?:(an?) ([\w' -]+)|someone (?:with|who has) ([\w' -]+))$", re.I)

@@ -1118,3 +1118,11 @@ def test_a_declined_offer_and_a_thing_that_will_not_start_give_nothing() -> None
     facts = extract_facts(_transcript(("assistant", "要不要我帮你列个清单？"), ("user", "先不用")))
     assert _active(facts) == []
     assert _active(extract_facts(_transcript(("user", "docker 死活启动不起来，vpn 也连不上")))) == []
+
+
+def test_a_new_home_or_job_named_in_passing_is_the_move_it_reports() -> None:
+    facts = _active(extract_facts(_transcript(("user", "my new place in Halifax has the tiniest kitchen, quick meals?"))))
+    assert [(f.key, f.value) for f in facts] == [("user.city", "User has moved to Halifax")]
+    facts = _active(extract_facts(_transcript(("user", "The onboarding at my new job at Wise is a lot."))))
+    assert [(f.key, f.value) for f in facts] == [("user.employer", "User now works at Wise")]
+    assert not _find(extract_facts(_transcript(("user", "my new place has no dishwasher"))), "moved")
