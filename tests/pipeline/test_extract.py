@@ -1121,7 +1121,7 @@ def test_a_declined_offer_and_a_thing_that_will_not_start_give_nothing() -> None
 
 
 def test_a_new_home_or_job_named_in_passing_is_the_move_it_reports() -> None:
-    facts = _active(extract_facts(_transcript(("user", "my new place in Halifax has the tiniest kitchen, quick meals?"))))
+    facts = _active(extract_facts(_transcript(("user", "my new place in Halifax has a tiny kitchen, quick meals?"))))
     assert [(f.key, f.value) for f in facts] == [("user.city", "User has moved to Halifax")]
     facts = _active(extract_facts(_transcript(("user", "The onboarding at my new job at Wise is a lot."))))
     assert [(f.key, f.value) for f in facts] == [("user.employer", "User now works at Wise")]
