@@ -1199,7 +1199,7 @@ _EN_NEW_HOME_RE = re.compile(
     re.I,
 )
 _EN_NEW_JOB_RE = re.compile(
-    r"\b(?:my|the) new (?:job|role|position|gig|employer|team) (?:at|with) "
+    r"\bmy new (?:job|role|position|gig) (?:at|with) "
     r"((?-i:[A-Z][\w&.-]*)(?: (?-i:[A-Z][\w&.-]*))?)",
     re.I,
 )

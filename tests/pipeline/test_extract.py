@@ -1126,3 +1126,4 @@ def test_a_new_home_or_job_named_in_passing_is_the_move_it_reports() -> None:
     facts = _active(extract_facts(_transcript(("user", "The onboarding at my new job at Wise is a lot."))))
     assert [(f.key, f.value) for f in facts] == [("user.employer", "User now works at Wise")]
     assert not _find(extract_facts(_transcript(("user", "my new place has no dishwasher"))), "moved")
+    assert not _find(extract_facts(_transcript(("user", "My brother got the new job at Google."))), "User now works")
