@@ -21,6 +21,7 @@ from pipeline.secrets import MARKER_RE, describe_secret, redact_secrets
 from pipeline.slot_model import SlotJudge, default_judge
 from pipeline.slots import BY_NAME, key_slot, label_slots
 from pipeline.text import (
+    EN_TIME_LEADS,
     Lang,
     content_tokens,
     core_negated,
@@ -1138,7 +1139,7 @@ def _with_destination(clause: str, ctx: _Context) -> str:
     return clause[: m.end()] + f" to {same[0]}" + clause[m.end() :]
 
 
-_EVENT_LEAD_RE = re.compile(r"^(?:ever since|since|after|once)\s+", re.I)
+_EVENT_LEAD_RE = re.compile(rf"^(?:{EN_TIME_LEADS})\s+", re.I)
 _NOW_THAT_RE = re.compile(r"^now that\s+(?:(i'm|im|i am|i've|ive|i have|we're|we are|we've)\s+|(i|we)\s+)?", re.I)
 _NOMINAL_EVENT_RE = re.compile(
     r"^(?:the|my|our) (move|switch|transfer|relocation|jump|change) (?=to\b|from\b|over\b)", re.I

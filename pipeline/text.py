@@ -124,7 +124,10 @@ def _split_and_i(piece: str) -> list[str]:
     return [piece[: m.start()], *_split_and_i(piece[m.end() :])]
 
 
-_EN_FRONTED_LEAD_RE = re.compile(r"^(?:ever since|since|now that|after|once)\s+(?!when\b)", re.I)
+EN_TIME_LEADS = r"ever since|since|after|once"
+"""Words that open a fronted time clause ("ever since the move to Leeds …"): here they end a clause, and the
+distiller reads such a clause as the change it reports (pipeline.extract._as_event)."""
+_EN_FRONTED_LEAD_RE = re.compile(rf"^(?:{EN_TIME_LEADS}|now that)\s+(?!when\b)", re.I)
 _EN_SUBJECT_RE = re.compile(r"\s(?=(?:I|i|I'm|i'm|im|I've|i've|ive|I'd|i'd|my|we|we're|we've|our)\s)")
 _EN_LEADS_ON_TEXT = "from to into onto with of for in at on by about like than and or the a an"
 _EN_LEADS_ON = frozenset(_EN_LEADS_ON_TEXT.split())
