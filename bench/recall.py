@@ -277,6 +277,11 @@ def load_rows(
     dsn = url.replace("postgresql+psycopg://", "postgresql://")
     with psycopg.connect(dsn, autocommit=True) as conn:
         register_vector(conn)
+        for (name,) in conn.execute(
+            "SELECT indexrelid::regclass::text FROM pg_index WHERE indrelid = 'memories'::regclass"
+            " AND starts_with(indexrelid::regclass::text, 'ix_memories_ns_')"
+        ).fetchall():  # the previous fill's tenant indexes (build_tenant_indexes)
+            conn.execute(f'DROP INDEX "{name}"')
         conn.execute("TRUNCATE memories CASCADE")
         conn.execute("DROP INDEX IF EXISTS ix_memories_embedding_hnsw")
         t0 = time.perf_counter()
@@ -341,6 +346,31 @@ def load_rows(
     return load_s, index_s, idents
 
 
+def build_tenant_indexes(url: str, settings: Any, progress: Progress) -> dict[str, Any]:
+    """What beat's `indexes.tenants` job does after a fill: an HNSW index of its own for each big namespace."""
+    from sqlalchemy import create_engine, text
+
+    from hindsight.db.recall_repository import clear_caches
+    from hindsight.db.tenant_indexes import maintain_tenant_indexes
+
+    engine = create_engine(url)
+    task = add_task(progress, "tenant indexes (hindsight tenant-indexes)", total=None)
+    report = maintain_tenant_indexes(
+        engine, settings, tables=["memories"], on_step=lambda action, name: progress.advance(task)
+    )
+    progress.update(task, total=len(report.created), completed=len(report.created))
+    with engine.connect() as conn:
+        size = conn.execute(
+            text(
+                "SELECT coalesce(sum(pg_relation_size(indexrelid)), 0) FROM pg_index"
+                " WHERE indrelid = 'memories'::regclass AND starts_with(indexrelid::regclass::text, 'ix_memories_ns_')"
+            )
+        ).scalar_one()
+    engine.dispose()
+    clear_caches()
+    return {"built": len(report.created), "seconds": report.seconds, "mb": round(int(size) / 2**20, 1)}
+
+
 def add_task(progress: Progress, description: str, total: float | None) -> Any:
     """A progress bar; without a terminal (bars are not redrawn there) also a timestamped log line."""
     if not console.is_terminal:
@@ -394,13 +424,15 @@ def measure_filtered(
     ns: str,
     v: list[float],
     plan: Any,
+    table_plan: Any,
     extra_ef: list[int],
     variants: dict[str, list[float]],
     recalls: dict[str, list[float]],
     naive_sql: Any,
 ) -> None:
-    """One query in one of ten namespaces: exact truth, the plain filtered HNSW query, recall's plan, and the
-    iterative scan at other ef_search values and in strict order."""
+    """One query in one of ten namespaces: exact truth, the plain filtered HNSW query, recall's plan (the
+    namespace's own index), the plan it would make with the table's index alone, and the iterative scan at
+    other ef_search values and in strict order."""
     from hindsight.db.recall_repository import VectorPlan
 
     states = ["active", "stale"]
@@ -413,6 +445,9 @@ def measure_filtered(
     ms, got = timed(lambda: repo.nearest(ns, v, states=states, limit=10, plan=plan))
     variants["plan"].append(ms)
     recalls["plan"].append(len(truth & set(got)) / max(1, len(truth)))
+    ms, got = timed(lambda: repo.nearest(ns, v, states=states, limit=10, plan=table_plan))
+    variants["plan-table-index"].append(ms)
+    recalls["plan-table-index"].append(len(truth & set(got)) / max(1, len(truth)))
     for ef in extra_ef:
         for order in ("relaxed_order", "strict_order"):
             p = VectorPlan("iterative", ef_search=ef, order=order)
@@ -489,16 +524,25 @@ def run_size(
     namespaces = [f"bench-{i:02d}" for i in range(10)]
     load_rows(url, n, namespaces, base_text, base_vec, n + 1, progress)
     clear_caches()
+    tenant_indexes = build_tenant_indexes(url, settings, progress)
+    table_only = settings.model_copy(update={"tenant_indexes": False})
     naive_sql = text(
         "SELECT id FROM memories WHERE namespace = :ns AND state = ANY(:st) "
         "ORDER BY embedding <=> CAST(:q AS halfvec) LIMIT 10"
     )
-    variants: dict[str, list[float]] = {"naive-hnsw": [], "plan": [], "hybrid-db": [], "exact": []}
+    variants: dict[str, list[float]] = {
+        "naive-hnsw": [],
+        "plan": [],
+        "plan-table-index": [],
+        "hybrid-db": [],
+        "hybrid-db-table-index": [],
+        "exact": [],
+    }
     extra_ef = [int(x) for x in args.ef.split(",") if x]
     for ef in extra_ef:
         for order in ("relaxed", "strict"):
             variants[f"{order}-ef{ef}"] = []
-    recalls: dict[str, list[float]] = {k: [] for k in variants if k not in ("hybrid-db", "exact")}
+    recalls: dict[str, list[float]] = {k: [] for k in variants if not k.startswith(("hybrid-db", "exact"))}
     task = add_task(progress, f"{n:,} rows, 10 namespaces: {len(qs)} queries", total=len(qs))
     plan_used = None
     for i, (q, v) in enumerate(zip(qs, qvecs, strict=True)):
@@ -508,12 +552,16 @@ def run_size(
             repo = RecallRepository(s)
             # the plan recall itself makes (it wants `candidates` rows)
             plan = memory_plan(repo, ns, want=settings.candidates, settings=settings)
-            plan_used = plan.__dict__
-            measure_filtered(s, repo, ns, v, plan, extra_ef, variants, recalls, naive_sql)
+            table_plan = memory_plan(repo, ns, want=settings.candidates, settings=table_only)
+            plan_used = {"plan": plan.__dict__, "plan-table-index": table_plan.__dict__}
+            measure_filtered(s, repo, ns, v, plan, table_plan, extra_ef, variants, recalls, naive_sql)
+        # alternating, query by query: recall with the namespaces' own indexes, then with the table's alone
         variants["hybrid-db"].append(timed(hybrid, q, fixed, ns)[0])
+        variants["hybrid-db-table-index"].append(timed(hybrid_recall, engine, ns, q, fixed, table_only)[0])
         progress.advance(task)
     out["ten_namespaces"] = {
         "plan": plan_used,
+        "tenant_indexes": tenant_indexes,
         "latency": {k: summary(v) for k, v in variants.items()},
         "recall_at_10": {k: round(statistics.fmean(v), 3) for k, v in recalls.items()},
     }
@@ -552,6 +600,8 @@ def run_tenants(
     sizes = np.bincount(assign, minlength=tenants)
     load_s, index_s, idents = load_rows(url, n, namespaces, base_text, base_vec, n + 7, progress, assign=assign)
     clear_caches()
+    tenant_indexes = build_tenant_indexes(url, settings, progress)
+    table_only = settings.model_copy(update={"tenant_indexes": False})
     rng = random.Random(tenants)
     qs = queries(args.queries, rng, idents or ["QX-00000"])
     q_ns = [namespaces[assign[rng.randrange(n)]] for _ in qs]
@@ -566,17 +616,26 @@ def run_tenants(
         hybrid(q, fixed, ns)
     rows: list[dict[str, Any]] = []
     task = add_task(progress, f"{n:,} rows over {tenants:,} tenants: {len(qs)} queries", total=len(qs))
-    for q, v, ns in zip(qs, qvecs, q_ns, strict=True):
+    states = ["active", "stale"]
+    for i, (q, v, ns) in enumerate(zip(qs, qvecs, q_ns, strict=True)):
         fixed.vector = v
+        row: dict[str, Any] = {"rows": int(sizes[int(ns.split("-")[1])])}
         with Session(engine) as s, s.begin():
             repo = RecallRepository(s)
-            plan = memory_plan(repo, ns, want=settings.candidates, settings=settings)
-            truth = set(repo.exact_neighbours(ns, v, states=["active", "stale"], limit=10))
-            ms_plan, got = timed(repo.nearest, ns, v, states=["active", "stale"], limit=10, plan=plan)
-        ms_db = timed(hybrid, q, fixed, ns)[0]
-        ms_e2e = timed(hybrid, q, embedder, ns)[0]
-        rows.append({"mode": plan.mode, "recall": len(truth & set(got)) / max(1, len(truth)), "plan": ms_plan,
-                     "db": ms_db, "e2e": ms_e2e, "rows": int(sizes[int(ns.split("-")[1])])})  # fmt: skip
+            plans = {
+                "": memory_plan(repo, ns, want=settings.candidates, settings=settings),
+                "table-": memory_plan(repo, ns, want=settings.candidates, settings=table_only),
+            }
+            truth = set(repo.exact_neighbours(ns, v, states=states, limit=10))
+            # the two plans in alternating order, query by query (the first runs after the exact scan)
+            for key in sorted(plans, reverse=bool(i % 2)):
+                ms, got = timed(repo.nearest, ns, v, states=states, limit=10, plan=plans[key])
+                row[f"{key}mode"], row[f"{key}plan"] = plans[key].mode, ms
+                row[f"{key}recall"] = len(truth & set(got)) / max(1, len(truth))
+        for key, retrieval in sorted({"": settings, "table-": table_only}.items(), reverse=bool(i % 2)):
+            row[f"{key}db"] = timed(hybrid_recall, engine, ns, q, fixed, retrieval)[0]
+        row["e2e"] = timed(hybrid, q, embedder, ns)[0]
+        rows.append(row)
         progress.advance(task)
     engine.dispose()
 
@@ -587,6 +646,11 @@ def run_tenants(
             "plan": summary([r["plan"] for r in rs]),
             "hybrid-db": summary([r["db"] for r in rs]),
             "hybrid-e2e": summary([r["e2e"] for r in rs]),
+            "table-index": {
+                "recall_at_10": round(statistics.fmean(r["table-recall"] for r in rs), 3),
+                "plan": summary([r["table-plan"] for r in rs]),
+                "hybrid-db": summary([r["table-db"] for r in rs]),
+            },
         }
 
     return {
@@ -594,10 +658,12 @@ def run_tenants(
         "tenants": tenants,
         "zipf": zipf,
         "fill": {"copy_s": round(load_s, 1), "index_and_analyze_s": round(index_s, 1)},
+        "tenant_indexes": tenant_indexes,
         "tenant_rows": {
             "largest": int(sizes.max()),
             "median": int(np.median(sizes)),
             "above_exact_scan_max_rows": int((sizes > settings.exact_scan_max_rows).sum()),
+            "in_tenants_above_exact_scan_max_rows": int(sizes[sizes > settings.exact_scan_max_rows].sum()),
         },
         "all": block(rows),
         "by_plan": {m: block([r for r in rows if r["mode"] == m]) for m in sorted({r["mode"] for r in rows})},
@@ -926,11 +992,15 @@ def main(argv: list[str] | None = None) -> int:
         table = Table(
             title=f"{tenants['rows']:,} memories over {tenants['tenants']:,} tenants (Zipf {tenants['zipf']})"
         )
-        for col in ("queries", "plan", "recall@10", "vector plan", "hybrid-db", "hybrid-e2e"):
+        for col in ("queries", "plan", "recall@10", "vector plan", "hybrid-db", "hybrid-e2e",
+                    "table index: recall@10", "vector plan", "hybrid-db"):  # fmt: skip
             table.add_column(col, justify="right")
         for name, b in [("all", tenants["all"]), *tenants["by_plan"].items()]:
+            t = b["table-index"]
             table.add_row(str(b["queries"]), name, str(b["recall_at_10"]),
-                          *(f"{b[k]['p50']} / {b[k]['p95']}" for k in ("plan", "hybrid-db", "hybrid-e2e")))  # fmt: skip
+                          *(f"{b[k]['p50']} / {b[k]['p95']}" for k in ("plan", "hybrid-db", "hybrid-e2e")),
+                          str(t["recall_at_10"]),
+                          *(f"{t[k]['p50']} / {t[k]['p95']}" for k in ("plan", "hybrid-db")))  # fmt: skip
         console.print(table)
     if context:
         table = Table(

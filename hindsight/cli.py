@@ -380,6 +380,30 @@ def reindex(
     typer.echo(json.dumps({"rebuilt": report.rebuilt, "batches": report.batches, "vocab": SEARCH_VOCAB}))
 
 
+@app.command("tenant-indexes")
+def tenant_indexes() -> None:
+    """Give each big namespace an HNSW index of its own and drop those of namespaces that shrank (beat runs it
+    too; `retrieval.tenant_index_*` settings)."""
+    from hindsight.db.engine import get_engine
+    from hindsight.db.tenant_indexes import maintain_tenant_indexes
+
+    settings = _local()
+    report = maintain_tenant_indexes(
+        get_engine(settings), settings.retrieval, on_step=lambda action, name: typer.echo(f"{action} {name}", err=True)
+    )
+    typer.echo(
+        json.dumps(
+            {
+                "created": report.created,
+                "dropped": report.dropped,
+                "kept": report.kept,
+                "skipped": report.skipped,
+                "seconds": report.seconds,
+            }
+        )
+    )
+
+
 @app.command("backfill-rounds")
 def backfill_rounds(
     batch_size: Annotated[int, typer.Option(help="Transcripts per transaction.")] = 50,

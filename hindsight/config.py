@@ -63,6 +63,16 @@ class RetrievalSettings(BaseModel):
     """`/context` recalls episodes and rounds on pooled connections of their own while memories are recalled, so
     its latency is the slowest search's, not the three's sum; each call then holds up to three connections at
     once (BENCHMARKS.md "/context end to end"). Off: one connection, one search after another."""
+    tenant_indexes: bool = True
+    """Give each big namespace an HNSW index of its own (`hindsight/db/tenant_indexes.py`, built by beat's
+    `indexes.tenants` job and `hindsight tenant-indexes`): its searches then no longer walk other tenants' entries.
+    Off: the job builds none, and recall ignores those that exist."""
+    tenant_index_min_rows: int = Field(5000, ge=1)
+    """Rows of a namespace in memories, episodes or rounds from which it gets its own index (dropped below half)."""
+    tenant_index_max_share: float = Field(0.5, gt=0.0, le=1.0)
+    """A namespace holding this share of its table or more is served by the table's index (no second copy)."""
+    tenant_index_build_mb: int = Field(512, ge=64)
+    """maintenance_work_mem of an index build, MB (an HNSW graph that does not fit builds several times slower)."""
     max_scan_tuples: int = Field(20_000, ge=1000, le=10_000_000)
     """hnsw.max_scan_tuples of an iterative index scan. A namespace so small a share of its table that the scan
     would need more (about 4 x candidates / share) is scanned exactly instead."""

@@ -47,6 +47,8 @@ def celery_config(settings: Settings) -> dict[str, object]:
             "sweep": {"task": "transcripts.sweep", "schedule": settings.beat.sweep_interval_seconds},
             # Same cadence as the lifecycle; a run with nothing to rebuild reads a few index pages.
             "reindex": {"task": "memories.reindex", "schedule": settings.beat.lifecycle_interval_seconds},
+            # Same cadence: a run with nothing to build counts the big namespaces (one index-only scan a table).
+            "tenant-indexes": {"task": "indexes.tenants", "schedule": settings.beat.lifecycle_interval_seconds},
             "idle-sessions": {
                 "task": "sessions.close_idle",
                 "schedule": settings.beat.idle_sessions_interval_seconds,

@@ -15,6 +15,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from hindsight.broker import resolve_redis_url
 from hindsight.collaborators import Clients, build_clients
 from hindsight.config import get_settings
+from hindsight.db import tenant_indexes
 from hindsight.db.engine import get_engine, session_scope
 from hindsight.errors import NotFound, PermanentError, TransientError
 from hindsight.services import distill, lifecycle, reindex
@@ -107,6 +108,14 @@ def run_lifecycle(now: str | None = None) -> dict[str, Any]:
 def reindex_memories() -> int:
     """Rebuild the search words of memories written with an older slot vocabulary (after an upgrade)."""
     return reindex.reindex_search_text(get_engine(get_settings())).rebuilt
+
+
+@app.task(name="indexes.tenants", base=HindsightTask)
+def maintain_tenant_indexes() -> dict[str, Any]:
+    """Give big namespaces an HNSW index of their own; drop those of namespaces that shrank."""
+    settings = get_settings()
+    report = tenant_indexes.maintain_tenant_indexes(get_engine(settings), settings.retrieval)
+    return {"created": len(report.created), "dropped": len(report.dropped), "kept": report.kept}
 
 
 @app.task(name="transcripts.sweep", base=HindsightTask)

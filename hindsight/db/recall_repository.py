@@ -11,7 +11,9 @@ figures in BENCHMARKS.md):
   namespace's share of the table shrinks, up to `retrieval.max_ef_search`.
   An iterative scan meets the namespace's rows at about `share` (its fraction of the table) of the entries it
   visits; where 4 x want / share entries would pass `retrieval.max_scan_tuples` (the scan would stop short), the
-  exact scan is used.
+  exact scan is used;
+* a namespace with an HNSW index of its own (`hindsight/db/tenant_indexes.py`) is searched through it: the
+  namespace is written into the statement as a literal, so that the planner can match the partial index.
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import String, TextClause, bindparam, text
 from sqlalchemy.orm import Session
 
 from hindsight.db.models import halfvec_text
+from hindsight.db.tenant_indexes import index_name
 from hindsight.textsearch import tsquery_term
 
 # Columns of MemoryRead (schemas.memories), everything but the embedding and the text-search columns.
@@ -79,7 +82,8 @@ class Candidate:
 @dataclass(frozen=True)
 class VectorPlan:
     mode: str
-    """`exact` (every row of the namespace) or `iterative` (the HNSW index, filtered inside its scan)."""
+    """`exact` (every row of the namespace), `iterative` (the table's HNSW index, filtered inside its scan) or
+    `tenant` (the namespace's own HNSW index)."""
     ef_search: int = 40
     max_scan_tuples: int = PGVECTOR_MAX_SCAN_TUPLES
     order: str = "strict_order"
@@ -125,11 +129,21 @@ def _vec(embedding: Sequence[float]) -> str:
 
 
 def choose_plan(
-    ns_rows: int, total: int, *, want: int, exact_max_rows: int, max_scan_tuples: int, max_ef: int
+    ns_rows: int,
+    total: int,
+    *,
+    want: int,
+    exact_max_rows: int,
+    max_scan_tuples: int,
+    max_ef: int,
+    own_index: bool = False,
 ) -> VectorPlan:
-    """How to find the `want` nearest rows of a namespace holding `ns_rows` of a table's `total` rows."""
+    """How to find the `want` nearest rows of a namespace holding `ns_rows` of a table's `total` rows (and
+    an index of its own when `own_index`)."""
     if ns_rows <= exact_max_rows:
         return VectorPlan("exact")
+    if own_index:  # the namespace is its index's whole table; iterative only for recall's state filter
+        return VectorPlan("tenant", ef_search=max(40, want), max_scan_tuples=max_scan_tuples)
     share = ns_rows / max(total, ns_rows, 1)
     # An iterative scan meets the namespace's rows at about `share` of the entries it visits: allow it 4 x.
     if math.ceil(4 * want / share) > max_scan_tuples:
@@ -138,6 +152,16 @@ def choose_plan(
     # table, more as its share shrinks (recall@10 0.92-0.96 at 40 for a tenth of the table, 0.99 at 400).
     ef = min(max_ef, max(40, want, math.ceil(2 * want / share)))
     return VectorPlan("iterative", ef_search=ef, max_scan_tuples=max_scan_tuples)
+
+
+def _statement(sql: str, plan: VectorPlan, namespace: str) -> TextClause:
+    """`sql` as a statement; with a `tenant` plan, `:tenant_ns` is `namespace` rendered as a literal (SQLAlchemy
+    quotes it). A bound parameter would not do: a partial index is only chosen when the planner sees the value
+    its predicate names, and a prepared statement's generic plan does not."""
+    stmt = text(sql)
+    if plan.mode == "tenant":
+        stmt = stmt.bindparams(bindparam("tenant_ns", value=namespace, type_=String(), literal_execute=True))
+    return stmt
 
 
 def _keyword_side(
@@ -188,23 +212,28 @@ class RecallRepository:
 
     def sizes(self, namespace: str) -> tuple[int, int]:
         """(memories in the namespace, memories in the table), cached for a minute."""
-        return self._sizes_of("memories", namespace)
+        return self._sizes_of("memories", namespace)[:2]
 
-    def _sizes_of(self, table: str, namespace: str) -> tuple[int, int]:
-        """(rows of `namespace` in `table`, rows in `table`), cached for a minute. `table` is ours, never input."""
+    def _sizes_of(self, table: str, namespace: str) -> tuple[int, int, bool]:
+        """(rows of `namespace` in `table`, rows in `table`, whether the namespace has a valid index of its own
+        there), cached for a minute. `table` is ours, never input."""
         assert table in ("memories", "episodes", "rounds")
         key = (self._db_key(), table, namespace)
         cached = _sizes.get(key)
         if cached is None:
-            ns_rows = self.session.execute(
-                text(f"SELECT count(*) FROM {table} WHERE namespace = :ns"), {"ns": namespace}
-            ).scalar_one()
+            ns_rows, own = self.session.execute(
+                text(
+                    f"SELECT count(*), coalesce((SELECT i.indisvalid FROM pg_index i"
+                    f" WHERE i.indexrelid = to_regclass(:ix)), false) FROM {table} WHERE namespace = :ns"
+                ),
+                {"ns": namespace, "ix": index_name(table, namespace)},
+            ).one()
             total = self.session.execute(
                 text(f"SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = '{table}'::regclass")
             ).scalar_one()
             if total < ns_rows:  # never analysed, or grown since: count for real (small tables only get here)
                 total = self.session.execute(text(f"SELECT count(*) FROM {table}")).scalar_one()
-            cached = (int(ns_rows), max(int(total), int(ns_rows)))
+            cached = (int(ns_rows), max(int(total), int(ns_rows)), bool(own))
             _sizes.put(key, cached)
         return cached
 
@@ -259,9 +288,17 @@ class RecallRepository:
         return by_index[0], [by_index[i + 1] for i in range(len(terms))]
 
     def vector_plan(
-        self, namespace: str, *, want: int, exact_max_rows: int, max_scan_tuples: int, max_ef: int
+        self,
+        namespace: str,
+        *,
+        want: int,
+        exact_max_rows: int,
+        max_scan_tuples: int,
+        max_ef: int,
+        own_index: bool = True,
     ) -> VectorPlan:
-        ns_rows, total = self.sizes(namespace)
+        """The plan for `namespace`'s memories (choose_plan); `own_index=False` ignores a tenant index."""
+        ns_rows, total, own = self._sizes_of("memories", namespace)
         return choose_plan(
             ns_rows,
             total,
@@ -269,13 +306,14 @@ class RecallRepository:
             exact_max_rows=exact_max_rows,
             max_scan_tuples=max_scan_tuples,
             max_ef=max_ef,
+            own_index=own and own_index,
         )
 
     # --- episodes ------------------------------------------------------------------------------------------
 
     def episode_sizes(self, namespace: str) -> tuple[int, int]:
         """(episodes in the namespace, episodes in the table), cached for a minute."""
-        return self._sizes_of("episodes", namespace)
+        return self._sizes_of("episodes", namespace)[:2]
 
     def open_conflicts(self, namespace: str, ids: Sequence[uuid.UUID]) -> list[tuple[uuid.UUID, uuid.UUID]]:
         """(older, newer) memory ids of the open conflicts between two of these memories."""
@@ -313,6 +351,7 @@ class RecallRepository:
         max_scan_tuples: int,
         max_ef: int,
         window: tuple[datetime, datetime] | None = None,
+        own_index: bool = True,
     ) -> list[dict[str, Any]]:
         """Up to `limit` episodes or rounds (`table`) of `namespace` nearest to `embedding` plus up to `limit` best
         keyword matches, in one statement (EpisodeRead or RoundRead columns, `cosine` and `keyword`, as
@@ -322,7 +361,7 @@ class RecallRepository:
         out; an exact scan sorts their NULL distances last."""
         cols = _UNIT_COLUMNS[table]
         alias = {"episodes": "e", "rounds": "r"}[table]
-        ns_rows, total = self._sizes_of(table, namespace)
+        ns_rows, total, own = self._sizes_of(table, namespace)
         plan = choose_plan(
             ns_rows,
             total,
@@ -330,6 +369,7 @@ class RecallRepository:
             exact_max_rows=exact_max_rows,
             max_scan_tuples=max_scan_tuples,
             max_ef=max_ef,
+            own_index=own and own_index,
         )
         params: dict[str, Any] = {"ns": namespace, "qv": _vec(embedding), "n": limit}
         kw_expr, keyword_cte, union = _keyword_side(terms, params, table, f"{alias}.occurred_at DESC")
@@ -353,7 +393,7 @@ class RecallRepository:
                    {kw_expr} AS keyword
             FROM {table} {alias}
             WHERE {alias}.id IN ({union}) AND {alias}.embedding IS NOT NULL"""
-        return [dict(r) for r in self.session.execute(text(sql), params).mappings()]
+        return [dict(r) for r in self.session.execute(_statement(sql, plan, namespace), params).mappings()]
 
     def _set_search(self, plan: VectorPlan) -> None:
         """The GUCs an iterative index scan needs, for this transaction only, in one round trip."""
@@ -403,7 +443,7 @@ class RecallRepository:
             WHERE m.id IN ({union})
         """
         out = []
-        for r in self.session.execute(text(sql), params).mappings():
+        for r in self.session.execute(_statement(sql, plan, namespace), params).mappings():
             row = {c: r[c] for c in MEMORY_COLUMNS}
             row["provenance"] = r["provenance"]
             out.append(Candidate(row=row, cosine=float(r["cosine"]), keyword=float(r["keyword"] or 0.0)))
@@ -425,10 +465,12 @@ class RecallRepository:
                 ORDER BY (embedding <=> CAST(:qv AS halfvec)) + 0
                 LIMIT :n"""
         self._set_search(plan)
+        # `tenant`: the namespace as a literal (see _statement), which the partial index's predicate matches.
+        ns = ":tenant_ns" if plan.mode == "tenant" else ":ns"
         return f"""
                 SELECT id FROM (
                     SELECT id, embedding <=> CAST(:qv AS halfvec) AS d FROM {table}
-                    WHERE namespace = :ns{state}
+                    WHERE namespace = {ns}{state}
                     ORDER BY embedding <=> CAST(:qv AS halfvec)
                     LIMIT :n
                 ) s ORDER BY d"""
@@ -439,7 +481,7 @@ class RecallRepository:
         """The vector side alone: ids of the `limit` nearest memories by `plan` (benchmarks, diagnostics)."""
         sql = self._vector_query(plan)
         params = {"ns": namespace, "states": list(states), "qv": _vec(embedding), "n": limit}
-        return list(self.session.execute(text(sql), params).scalars())
+        return list(self.session.execute(_statement(sql, plan, namespace), params).scalars())
 
     def exact_neighbours(
         self, namespace: str, embedding: Sequence[float], *, states: Sequence[str], limit: int

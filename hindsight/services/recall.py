@@ -251,6 +251,7 @@ def memory_plan(repo: RecallRepository, namespace: str, *, want: int, settings: 
         exact_max_rows=settings.exact_scan_max_rows,
         max_scan_tuples=settings.max_scan_tuples,
         max_ef=settings.max_ef_search,
+        own_index=settings.tenant_indexes,
     )
 
 
@@ -473,6 +474,7 @@ def _units(
         max_scan_tuples=settings.max_scan_tuples,
         max_ef=settings.max_ef_search,
         window=window,
+        own_index=settings.tenant_indexes,
     )
     time_weight = settings.recency_weight if span is not None else 0.0
     weights = (settings.vector_weight + settings.keyword_weight + time_weight) or 1.0
