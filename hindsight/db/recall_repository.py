@@ -61,6 +61,7 @@ MEMORY_COLUMNS = (
 
 _CACHE_SECONDS = 60.0
 PGVECTOR_MAX_SCAN_TUPLES = 20_000  # hnsw.max_scan_tuples default
+TENANT_EF_SEARCH = 100  # hnsw.ef_search in a namespace's own index (choose_plan)
 
 # Columns of EpisodeRead and RoundRead (schemas.memories), by table.
 _UNIT_COLUMNS = {
@@ -142,8 +143,12 @@ def choose_plan(
     an index of its own when `own_index`)."""
     if ns_rows <= exact_max_rows:
         return VectorPlan("exact")
-    if own_index:  # the namespace is its index's whole table; iterative only for recall's state filter
-        return VectorPlan("tenant", ef_search=max(40, want), max_scan_tuples=max_scan_tuples)
+    if own_index:
+        # The namespace is its index's whole table (iterative only for recall's state filter). On 10k-row
+        # namespaces' own indexes, recall@10 was 0.988 at ef 40 and 0.997 at 100, for 0.3 ms more.
+        return VectorPlan(
+            "tenant", ef_search=min(max_ef, max(TENANT_EF_SEARCH, 2 * want)), max_scan_tuples=max_scan_tuples
+        )
     share = ns_rows / max(total, ns_rows, 1)
     # An iterative scan meets the namespace's rows at about `share` of the entries it visits: allow it 4 x.
     if math.ceil(4 * want / share) > max_scan_tuples:

@@ -227,6 +227,9 @@ def test_big_namespace_plan_uses_the_index_and_stays_inside_the_namespace(
 def test_vector_plan_follows_the_namespace_size_and_share(ns_rows: int, total: int, mode: str, ef: int) -> None:
     plan = choose_plan(ns_rows, total, want=20, exact_max_rows=5_000, max_scan_tuples=20_000, max_ef=400)
     assert plan.mode == mode
+    own = choose_plan(ns_rows, total, want=20, exact_max_rows=5_000, max_scan_tuples=20_000, max_ef=400, own_index=True)
+    # with an index of its own, a namespace too big to scan uses it, whatever its share
+    assert (own.mode, own.ef_search) == (("exact", 40) if ns_rows <= 5_000 else ("tenant", 100))
     if mode == "iterative":
         assert (plan.max_scan_tuples, plan.order) == (20_000, "strict_order")
         assert plan.ef_search == ef
