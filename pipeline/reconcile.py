@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from pipeline.slots import BY_NAME, canonical_slot, key_slot
+from pipeline.slots import BY_NAME, KEY_FILLER, canonical_slot, key_slot
 from pipeline.text import content_tokens, core_negated, extract_numbers, has_cjk, normalize, numbers_conflict
 from schemas.pipeline import (
     CandidateFact,
@@ -49,25 +49,6 @@ short, directly usable text, not a growing list."""
 
 _LIVE = (MemoryState.active, MemoryState.stale)
 
-_KEY_FILLER = frozenset(
-    [
-        "pref",
-        "prefs",
-        "preference",
-        "preferences",
-        "current",
-        "main",
-        "primary",
-        "info",
-        "weekly",
-        "daily",
-        "usual",
-        "regular",
-        "favorite",
-        "favourite",
-    ]
-)
-
 
 _TEAM_SUBJECTS = frozenset(("team", "we", "our", "us"))
 
@@ -78,11 +59,15 @@ def canonical_key(key: str) -> tuple[str, tuple[str, ...]]:
     subject, _, attr = key.partition(".")
     concepts: list[str] = []
     for token in re.split(r"[._\-]+", attr):
-        if not token or token in _KEY_FILLER:
+        if not token or token in KEY_FILLER:
             continue
         concept = canonical_slot(token) or token
         if concept not in concepts:
             concepts.append(concept)
+    if any(c in BY_NAME for c in concepts):
+        # Words that name no slot only qualify the one named (`language_learning`, `mobile_carrier`,
+        # `phone_model`): writers spell a slot's key their own way, and those keys are one slot.
+        concepts = [c for c in concepts if c in BY_NAME]
     if subject in _TEAM_SUBJECTS and any(c in BY_NAME and "team" in BY_NAME[c].subjects for c in concepts[:1]):
         # The offline extractor files "we moved the database to Postgres" under `user.database` (value "the user's
         # team …"); another writer (an LLM, a manual write) may say `team.database`. For a slot a team can hold,

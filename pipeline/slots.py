@@ -407,7 +407,10 @@ VOCAB_VERSION = vocab_version(SLOTS)
 """Changes whenever a slot's name, topic words or aliases do: full text built with another is rebuilt."""
 
 
-_FILLER = frozenset(_w("favorite favourite fav main current primary preferred usual regular daily weekly pref"))
+KEY_FILLER = frozenset(
+    _w("favorite favourite fav main current primary preferred usual regular daily weekly pref prefs preference")
+    + _w("preferences info")
+)
 """Words that qualify a slot without naming one (`favourite_sport` is about sport)."""
 
 
@@ -417,7 +420,7 @@ def slot_of(attribute: str) -> Slot | None:
     if attribute in _ALIAS:
         return BY_NAME[_ALIAS[attribute]]
     for part in re.split(r"[._\-]+", attribute):
-        if part in _ALIAS and part not in _FILLER:
+        if part in _ALIAS and part not in KEY_FILLER:
             return BY_NAME[_ALIAS[part]]
     return None
 

@@ -112,7 +112,9 @@ _EN_AND_I_RE = re.compile(
     # "I run a bakery and want a formula": the same subject goes on to ask for something
     r"|(?:want|need|would like|am looking for|was wondering)\b"
     # "took up bouldering and my forearms are wrecked today": a second subject with its own verb
-    r"|my \w+(?: \w+)? (?:is|are|was|were|has|have|had|hasn't|haven't|isn't|aren't|keeps?|won't|can't|feels?)\b)"
+    r"|my \w+(?: \w+)? (?:is|are|was|were|has|have|had|hasn't|haven't|isn't|aren't|keeps?|won't|can't|feels?"
+    # "… every day and my bag got soaked this morning": any past or auxiliary verb starts the second statement
+    r"|got|gets|did|does|do|will|would|could|just|\w{2,}ed)\b)"
 )
 
 
@@ -415,7 +417,9 @@ _EN_CHANGE_RE = re.compile(
     # did not last ("keto didn't stick"). Not "I've become …" or "I've taken up …": a new interest joins the old
     # ones (measured: as cues they retired memories of everyday chat that still held).
     r"\b(?:have|has|'ve|'s) (?:gone|transferred|relocated|given up|left|sold)\b|\b(?:i|we) now\b|"
-    r"\b(?:didn't|did not|never) (?:stick|last|work out)\b|\bon hold\b|\b(?:broke|split) up\b|\bgot divorced\b",
+    r"\b(?:didn't|did not|never) (?:stick|last|work out)\b|\bon hold\b|\b(?:broke|split) up\b|\bgot divorced\b|"
+    # A state that began at a time ("been vegan since March", "we've lived in Lisbon since June") replaced another.
+    r"\b(?:been|lived|living|worked|working)\b[^.,;!?]{1,40}?\bsince\b",
     re.I,
 )
 

@@ -1127,3 +1127,20 @@ def test_a_new_home_or_job_named_in_passing_is_the_move_it_reports() -> None:
     assert [(f.key, f.value) for f in facts] == [("user.employer", "User now works at Wise")]
     assert not _find(extract_facts(_transcript(("user", "my new place has no dishwasher"))), "moved")
     assert not _find(extract_facts(_transcript(("user", "My brother got the new job at Google."))), "User now works")
+
+
+def test_lower_case_names_take_the_assistants_spelling() -> None:
+    """Chat is typed in lower case; the assistant spells the same names properly, and a name is what makes "my new
+    place in porto" a move."""
+    facts = _active(
+        extract_facts(
+            _transcript(
+                ("user", "the heating in my new place in porto is rubbish, any tips?"),
+                ("assistant", "Winters in Porto are damp, so a dehumidifier helps more than you'd think."),
+            )
+        )
+    )
+    assert any("Porto" in f.value and f.supersedes_previous for f in facts), facts
+    # Without the assistant's spelling nothing says it is a name.
+    alone = _active(extract_facts(_transcript(("user", "the heating in my new place in porto is rubbish"))))
+    assert not any("porto" in f.value.lower() for f in alone), alone

@@ -182,6 +182,12 @@ def test_key_synonyms() -> None:
     assert keys_match("user.db_preference", "user.database")
     assert not keys_match("user.project", "user.project.deadline")
     assert canonical_key("daughter:mia.allergy") == ("daughter:mia", ("allergy",))
+    # writers qualify a slot with words of their own: those keys are the slot's
+    assert keys_match("user.language_learning", "user.language")
+    assert keys_match("user.preferred_name", "user.name")
+    assert keys_match("user.phone_model", "user.phone")
+    assert keys_match("user.cloud_provider", "user.cloud")
+    assert not keys_match("user.language_learning", "user.city")
 
 
 def test_another_value_of_a_many_valued_key_is_its_own_memory() -> None:

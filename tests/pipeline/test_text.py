@@ -110,6 +110,20 @@ def test_change_cues() -> None:
     assert has_change_cue("I no longer eat meat")
     assert not has_change_cue("I like Fedora")
     assert not has_change_cue("From now on call me Sam")
+    # a state that began at a time replaced whatever held before it
+    assert has_change_cue("been pescatarian since the spring")
+    assert has_change_cue("we've lived in Porto since 2021")
+    assert has_change_cue("I've been working at a bakery since last summer")
+    assert not has_change_cue("I've been tired all week")
+    assert not has_change_cue("since you asked, I like Fedora")
+
+
+def test_and_my_with_its_own_verb_starts_a_second_clause() -> None:
+    assert split_clauses("i walk my dog to the park every morning and my shoes got muddy today") == [
+        "i walk my dog to the park every morning",
+        "my shoes got muddy today",
+    ]
+    assert split_clauses("I cook for my wife and my two kids") == ["I cook for my wife and my two kids"]
 
 
 def test_reply_kind() -> None:
