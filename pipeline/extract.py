@@ -278,12 +278,25 @@ def _also_slots(clause: str, attr: lx.Attribute, judge: SlotJudge) -> list[str]:
     return [other.name] if other is not None and other.name != attr.name.rstrip(".*") else []
 
 
+_AGE_RE = re.compile(
+    r"\b(?:years?|yrs?) old\b|\b\d{1,3} ?(?:yo|y/o|-year-old)\b|\b(?:i'm|im|i am|turn(?:s|ed|ing)?|aged?|age of)\s+\d{1,3}\b"
+    r"|\bin (?:my|his|her|their) (?:early |mid |late )?(?:\d0s|twenties|thirties|forties|fifties|sixties|seventies)\b"
+    r"|\b(?:born|birthday|age)\b|[岁龄]|出生|多大|\d{2} ?年的|[0-9一二三四五六七八九十]+后\b",
+    re.I,
+)
+
+
 def _match_attribute(clause: str, judge: SlotJudge) -> lx.Attribute | None:
     """The slot a clause fills, as the learned classifier judges it (pipeline.slot_model), or None when the
     clause states no stable fact. A decision ("let's go with Postgres") is a decision whatever it is about."""
     said = clause if _is_decision(clause) else _attributed(clause)  # "那就换 Riverpod" has its subject: 那就
     # A subject the speaker left out is supplied, so the evidence must be stronger than for one they said.
     slot = judge.slot(said, min_p_fact=ATTRIBUTED_MIN_P_FACT if said != clause else None)
+    if slot is not None and slot.name == "age" and not _AGE_RE.search(clause):
+        # An age is said as one ("34", "turned 40", "in my thirties", "三十岁", "95 年的"); a clause with some other
+        # number ("day 3 at the new job", "my old 401k") is not one, and would replace the real one: the clause
+        # is judged as what it most likely is besides.
+        slot = judge.second(said)
     if slot is not None:
         return _SLOT_ATTRIBUTES[slot.name]
     return DECISION if _is_decision(clause) else None

@@ -122,6 +122,8 @@ class Prediction:
     runner_up: str | None = None
     """The next most likely slot, when it is likely too (P ≥ ALSO_MIN_PROBABILITY): "I have two kids and a dog"
     is a pet and a family fact."""
+    second: str | None = None
+    """The next most likely slot, however likely (the slot to fall back on when the first cannot hold the clause)."""
 
 
 ALSO_MIN_PROBABILITY = 0.25
@@ -161,7 +163,11 @@ class SlotClassifier:
             slots[self._none] = -1.0
             best, second = (int(i) for i in np.argsort(-slots)[:2])
             also = self.classes[second] if slots[second] >= ALSO_MIN_PROBABILITY else None
-            out.append(Prediction(self.classes[best], float(row[best]), float(1.0 - row[self._none]), also))
+            out.append(
+                Prediction(
+                    self.classes[best], float(row[best]), float(1.0 - row[self._none]), also, self.classes[second]
+                )
+            )
         return out
 
 
@@ -237,6 +243,11 @@ class SlotJudge:
         if p.p_fact < max(self.threshold, min_p_fact or 0.0):
             return None
         return BY_NAME.get(p.slot)
+
+    def second(self, clause: str) -> Slot | None:
+        """The next most likely slot of a clause, however likely (already predicted)."""
+        p = self.predict(clause)
+        return BY_NAME.get(p.second) if p.second else None
 
     def runner_up(self, clause: str) -> Slot | None:
         """The second slot the clause may fill, when the classifier finds it likely too (already predicted)."""

@@ -1144,3 +1144,11 @@ def test_lower_case_names_take_the_assistants_spelling() -> None:
     # Without the assistant's spelling nothing says it is a name.
     alone = _active(extract_facts(_transcript(("user", "the heating in my new place in porto is rubbish"))))
     assert not any("porto" in f.value.lower() for f in alone), alone
+
+
+def test_a_number_that_is_no_age_is_not_filed_as_one() -> None:
+    """The age slot holds one value: a clause with some other number must not replace the real age."""
+    for said in ("day 5 at stripe and im already in like 30 channels", "my old 401k"):
+        facts = _active(extract_facts(_transcript(("user", said))))
+        assert all(f.key != "user.age" for f in facts), facts
+    assert [f.key for f in _active(extract_facts(_transcript(("user", "I just turned 41 last month"))))] == ["user.age"]
