@@ -279,7 +279,8 @@ def _also_slots(clause: str, attr: lx.Attribute, judge: SlotJudge) -> list[str]:
 
 
 _AGE_RE = re.compile(
-    r"\b(?:years?|yrs?) old\b|\b\d{1,3} ?(?:yo|y/o|-year-old)\b|\b(?:i'm|im|i am|turn(?:s|ed|ing)?|aged?|age of)\s+\d{1,3}\b"
+    r"\b(?:years?|yrs?) old\b|\b\d{1,3} ?(?:yo|y/o|-year-old)\b"
+    r"|\b(?:i'm|im|i am|turn(?:s|ed|ing)?|aged?|age of)\s+\d{1,3}\b"
     r"|\bin (?:my|his|her|their) (?:early |mid |late )?(?:\d0s|twenties|thirties|forties|fifties|sixties|seventies)\b"
     r"|\b(?:born|birthday|age)\b|[岁龄]|出生|多大|\d{2} ?年的|[0-9一二三四五六七八九十]+后\b",
     re.I,
