@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from pipeline.slots import BY_NAME, KEY_FILLER, canonical_slot, key_slot
+from pipeline.slots import BY_NAME, KEY_FILLER, canonical_slot, exact_slot, key_slot
 from pipeline.text import content_tokens, core_negated, extract_numbers, has_cjk, normalize, numbers_conflict
 from schemas.pipeline import (
     CandidateFact,
@@ -68,6 +68,10 @@ def canonical_key(key: str) -> tuple[str, tuple[str, ...]]:
         # Words that name no slot only qualify the one named (`language_learning`, `mobile_carrier`,
         # `phone_model`): writers spell a slot's key their own way, and those keys are one slot.
         concepts = [c for c in concepts if c in BY_NAME]
+        if len(concepts) > 1 and exact_slot(re.sub(r"[.\-]", "_", attr)) is None:
+            # Two slots in one key name one thing by the last, as an English compound does (`company.cloud`,
+            # `work_stack`: a stack; `project.deadline`: a deadline).
+            concepts = concepts[-1:]
     if subject in _TEAM_SUBJECTS and any(c in BY_NAME and "team" in BY_NAME[c].subjects for c in concepts[:1]):
         # The offline extractor files "we moved the database to Postgres" under `user.database` (value "the user's
         # team …"); another writer (an LLM, a manual write) may say `team.database`. For a slot a team can hold,

@@ -414,6 +414,12 @@ KEY_FILLER = frozenset(
 """Words that qualify a slot without naming one (`favourite_sport` is about sport)."""
 
 
+def exact_slot(attribute: str) -> Slot | None:
+    """The slot an attribute names as a whole (`programming_language`, `home_city`), not by one of its words."""
+    name = _ALIAS.get(attribute.lower())
+    return BY_NAME[name] if name else None
+
+
 def slot_of(attribute: str) -> Slot | None:
     """The slot an attribute word or dotted attribute names (`city`, `home_city`, `diet.spicy_food`)."""
     attribute = attribute.lower()

@@ -419,7 +419,9 @@ _EN_CHANGE_RE = re.compile(
     r"\b(?:have|has|'ve|'s) (?:gone|transferred|relocated|given up|left|sold)\b|\b(?:i|we) now\b|"
     r"\b(?:didn't|did not|never) (?:stick|last|work out)\b|\bon hold\b|\b(?:broke|split) up\b|\bgot divorced\b|"
     # A state that began at a time ("been vegan since March", "we've lived in Lisbon since June") replaced another.
-    r"\b(?:been|lived|living|worked|working)\b[^.,;!?]{1,40}?\bsince\b",
+    r"\b(?:been|lived|living|worked|working)\b[^.,;!?]{1,40}?\bsince\b|"
+    # Something given up ("dropped Spanish", "ditched Notion", "spanish just kind of fell off").
+    r"\b(?:dropped|ditched)\b|\bfell (?:off|away|by the wayside)\b",
     re.I,
 )
 

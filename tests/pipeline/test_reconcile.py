@@ -188,6 +188,10 @@ def test_key_synonyms() -> None:
     assert keys_match("user.phone_model", "user.phone")
     assert keys_match("user.cloud_provider", "user.cloud")
     assert not keys_match("user.language_learning", "user.city")
+    # two slots in one key: the last names the thing (an English compound's head), unless the whole is a slot
+    assert keys_match("user.company.cloud", "user.cloud")
+    assert keys_match("user.work_stack", "user.stack")
+    assert canonical_key("user.programming_language")[1][0] == "programming_language"
 
 
 def test_another_value_of_a_many_valued_key_is_its_own_memory() -> None:

@@ -116,6 +116,9 @@ def test_change_cues() -> None:
     assert has_change_cue("I've been working at a bakery since last summer")
     assert not has_change_cue("I've been tired all week")
     assert not has_change_cue("since you asked, I like Fedora")
+    # something given up
+    assert has_change_cue("I ditched Trello for a paper notebook")
+    assert has_change_cue("piano kind of fell by the wayside after the move")
 
 
 def test_and_my_with_its_own_verb_starts_a_second_clause() -> None:
