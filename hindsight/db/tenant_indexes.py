@@ -115,13 +115,16 @@ def _table_index_options(conn: Connection, table: str) -> str:
 
 
 def _create(conn: Connection, table: str, namespace: str, name: str) -> None:
-    driver = conn.connection.driver_connection  # psycopg: quotes the namespace as a literal for the DDL
+    # psycopg composes the DDL (the namespace as a quoted literal) and runs it itself: no parameter markers to
+    # misread in a namespace, and CONCURRENTLY runs outside a transaction (the connection is in autocommit).
+    driver = conn.connection.driver_connection
+    assert driver is not None
     ddl = sql.SQL(
         "CREATE INDEX CONCURRENTLY IF NOT EXISTS {} ON {} USING hnsw (embedding halfvec_cosine_ops)"
         + _table_index_options(conn, table)
         + " WHERE namespace = {}"
     ).format(sql.Identifier(name), sql.Identifier(table), sql.Literal(namespace))
-    conn.exec_driver_sql(ddl.as_string(driver))
+    driver.execute(ddl)
 
 
 def _drop(conn: Connection, name: str) -> None:

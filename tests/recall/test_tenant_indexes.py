@@ -77,7 +77,7 @@ def tenants(own_engine: sa.Engine) -> dict[str, list[uuid.UUID]]:
     return {
         "big": _insert(own_engine, "big", _unit(rng, 60)),
         "mid": _insert(own_engine, "mid", _unit(rng, 25)),
-        "it's odd": _insert(own_engine, "it's odd", _unit(rng, 5)),
+        "it's 100% odd": _insert(own_engine, "it's 100% odd", _unit(rng, 5)),
     }
 
 
@@ -156,7 +156,7 @@ def test_recall_through_a_tenant_index_stays_inside_the_namespace(own_engine, te
 
 
 def test_an_index_goes_when_its_namespace_shrinks_and_names_are_quoted(own_engine, tenants) -> None:
-    odd = "it's odd"
+    odd = "it's 100% odd"
     _insert(own_engine, odd, _unit(np.random.default_rng(3), 40))  # 45 rows: an index, its name quoted
     report = maintain_tenant_indexes(own_engine, SETTINGS)
     assert sorted(report.created) == sorted([index_name("memories", "big"), index_name("memories", odd)])
