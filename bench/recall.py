@@ -270,7 +270,9 @@ def load_rows(
     Row i goes to namespaces[assign[i]] when `assign` is given, else round-robin."""
     import psycopg
     from pgvector.psycopg import register_vector
+    from sqlalchemy import create_engine
 
+    from hindsight.db.tenant_indexes import drop_tenant_indexes
     from hindsight.textsearch import memory_search_text
 
     rng = random.Random(seed)
@@ -278,13 +280,11 @@ def load_rows(
     now = datetime.now(UTC)
     idents: list[str] = []
     dsn = url.replace("postgresql+psycopg://", "postgresql://")
+    engine = create_engine(url)
+    drop_tenant_indexes(engine, "memories")  # the previous fill's (build_tenant_indexes)
+    engine.dispose()
     with psycopg.connect(dsn, autocommit=True) as conn:
         register_vector(conn)
-        for (name,) in conn.execute(
-            "SELECT indexrelid::regclass::text FROM pg_index WHERE indrelid = 'memories'::regclass"
-            " AND starts_with(indexrelid::regclass::text, 'ix_memories_ns_')"
-        ).fetchall():  # the previous fill's tenant indexes (build_tenant_indexes)
-            conn.execute(f'DROP INDEX "{name}"')
         conn.execute("TRUNCATE memories CASCADE")
         conn.execute("DROP INDEX IF EXISTS ix_memories_embedding_hnsw")
         t0 = time.perf_counter()

@@ -37,6 +37,10 @@ SUMMARIES = [
 @pytest.fixture
 def episodes(engine: sa.Engine, namespace: str, embedder) -> list[uuid.UUID]:
     """The summaries as episodes of `namespace`, plus as many of another namespace (the table is shared)."""
+    return _insert_episodes(engine, namespace, embedder)
+
+
+def _insert_episodes(engine: sa.Engine, namespace: str, embedder) -> list[uuid.UUID]:
     ids = []
     now = datetime.now(UTC)
     with engine.begin() as conn:
@@ -158,3 +162,35 @@ def test_erased_episodes_are_never_found(engine, session_factory, namespace, emb
         )
     assert episodes[0] not in {h.episode.id for h in result.hits}
     assert len(result.hits) == len(SUMMARIES) - 1
+
+
+def test_a_big_namespace_searches_its_episodes_through_its_own_index(own_engine, namespace, embedder) -> None:
+    """Episodes (and rounds, the same code) get tenant indexes too, and episode search uses them."""
+    from hindsight.db.engine import read_session
+    from hindsight.db.tenant_indexes import index_name, maintain_tenant_indexes
+
+    episodes = _insert_episodes(own_engine, namespace, embedder)
+    settings = RetrievalSettings(
+        episode_exact_scan_max_rows=0, tenant_index_min_rows=len(SUMMARIES), tenant_index_max_share=0.9
+    )
+    report = maintain_tenant_indexes(own_engine, settings, tables=["episodes"])
+    own = index_name("episodes", namespace)
+    assert own in report.created
+    clear_caches()
+    runs = 8
+    with read_session(own_engine) as s:
+        s.execute(sa.text("SET LOCAL enable_sort = off"))  # a table this small would be sorted, not searched
+        # as a statement psycopg has prepared (after 5 runs) may be planned: for any namespace
+        s.execute(sa.text("SET LOCAL plan_cache_mode = force_generic_plan"))
+        for _ in range(runs):
+            result = recall_episodes(
+                s, namespace, "Which race did I run in Kyoto?", embedder=embedder, settings=settings
+            )
+        s.execute(sa.text("SELECT pg_stat_force_next_flush()"))
+    assert result.hits[0].episode.id == episodes[0]
+    assert {h.episode.id for h in result.hits} <= set(episodes)
+    with own_engine.connect() as conn:
+        scans = conn.execute(
+            sa.text("SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = :n"), {"n": own}
+        ).scalar_one()
+    assert scans == runs
