@@ -408,8 +408,8 @@ VOCAB_VERSION = vocab_version(SLOTS)
 
 
 KEY_FILLER = frozenset(
-    _w("favorite favourite fav main current primary preferred usual regular daily weekly pref prefs preference")
-    + _w("preferences info")
+    _w("favorite favourite fav main current primary preferred usual regular daily weekly")
+    + _w("pref prefs preference preferences info")
 )
 """Words that qualify a slot without naming one (`favourite_sport` is about sport)."""
 
@@ -423,8 +423,9 @@ def exact_slot(attribute: str) -> Slot | None:
 def slot_of(attribute: str) -> Slot | None:
     """The slot an attribute word or dotted attribute names (`city`, `home_city`, `diet.spicy_food`)."""
     attribute = attribute.lower()
-    if attribute in _ALIAS:
-        return BY_NAME[_ALIAS[attribute]]
+    whole = exact_slot(attribute)
+    if whole is not None:
+        return whole
     for part in re.split(r"[._\-]+", attribute):
         if part in _ALIAS and part not in KEY_FILLER:
             return BY_NAME[_ALIAS[part]]
