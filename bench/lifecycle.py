@@ -41,7 +41,7 @@ KINDS = ("preference", "fact", "profile", "project", "decision", "habit", "relat
 COLUMNS = (
     "id, namespace, kind, key, value, subject, source, confidence, state, pinned, negated, has_conflict, "
     "also_slots, search_text, search_vocab, backend, embedding_model, created_at, updated_at, last_verified_at, "
-    "state_changed_at, access_count, embedding"
+    "state_changed_at, embedding"
 )
 DIM = 8
 """The job never reads embeddings, but every index is kept (an update that moves a row writes index entries):
@@ -89,7 +89,6 @@ def _load(url: str, rows: int, due: int, now: datetime) -> None:
                         at,
                         at,
                         at,
-                        0,
                         "[" + ",".join(f"{x:.3f}" for x in rng.standard_normal(DIM)) + "]",
                     )
                 )

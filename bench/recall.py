@@ -225,7 +225,6 @@ COLUMNS = [
     "updated_at",
     "last_verified_at",
     "state_changed_at",
-    "access_count",
 ]
 TYPES = [
     "uuid",
@@ -248,7 +247,6 @@ TYPES = [
     "timestamptz",
     "timestamptz",
     "timestamptz",
-    "int4",
 ]
 HNSW_DDL = (
     "CREATE INDEX ix_memories_embedding_hnsw ON memories USING hnsw (embedding halfvec_cosine_ops) "
@@ -331,7 +329,6 @@ def load_rows(
                         verified,
                         verified,
                         verified,
-                        0,
                     )
                 )
                 if i % 1000 == 999:

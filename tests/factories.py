@@ -50,7 +50,6 @@ def memory_values(namespace: str, **overrides: Any) -> dict[str, Any]:
         "updated_at": now,
         "last_verified_at": now,
         "state_changed_at": now,
-        "access_count": 0,
     }
     values.update(overrides)
     return values

@@ -7,7 +7,15 @@ import sqlalchemy as sa
 
 from hindsight.db import migrate
 
-TABLES = {"transcripts", "episodes", "memories", "memory_provenance", "memory_audit", "memory_conflicts"}
+TABLES = {
+    "transcripts",
+    "episodes",
+    "memories",
+    "memory_provenance",
+    "memory_audit",
+    "memory_conflicts",
+    "memory_access",
+}
 
 
 def _tables(url: str) -> set[str]:
@@ -24,9 +32,9 @@ def _insert_memory(conn: sa.Connection, key: str, value: str, embedding: str, se
         sa.text(
             "INSERT INTO memories (id, namespace, kind, key, value, subject, source, confidence, state, pinned, "
             "negated, has_conflict, embedding, search_text, backend, embedding_model, created_at, updated_at, "
-            "last_verified_at, state_changed_at, access_count) VALUES (gen_random_uuid(), 'ns', 'fact', :k, :v, "
+            "last_verified_at, state_changed_at) VALUES (gen_random_uuid(), 'ns', 'fact', :k, :v, "
             "'user', 'user', 0.8, 'active', false, false, false, CAST(:e AS vector), :st, 'test', 'test', "
-            "now(), now(), now(), now(), 0)"
+            "now(), now(), now(), now())"
         ),
         {"k": key, "v": value, "e": embedding, "st": search_text},
     )
@@ -176,6 +184,43 @@ def test_embeddings_become_halfvec_with_their_values_and_back(services) -> None:
     migrate.downgrade(url, "0010_rounds", embedding_dim=8)
     assert column_and_index()[0] == "vector(8)"
     assert "vector_cosine_ops" in column_and_index()[1]
+    eng.dispose()
+
+
+def test_access_counts_move_to_their_own_table_and_back(services) -> None:
+    """0014 moves each memory's access count and last access out of the memory row into `memory_access`
+    (only rows that were read get one); downgrade puts them back."""
+    url = services.create_database("migrations_access")
+    migrate.upgrade(url, "0013_lifecycle_due", embedding_dim=8)
+    eng = sa.create_engine(url)
+    with eng.begin() as conn:
+        _insert_memory(conn, "user.read", "read", "[1,0,0,0,0,0,0,0]")
+        _insert_memory(conn, "user.unread", "unread", "[0,1,0,0,0,0,0,0]")
+        conn.execute(
+            sa.text(
+                "UPDATE memories SET access_count = 7, last_accessed_at = '2026-11-01T10:00:00Z' "
+                "WHERE key = 'user.read'"
+            )
+        )
+    migrate.upgrade(url, embedding_dim=8)
+    with eng.connect() as conn:
+        moved = conn.execute(
+            sa.text(
+                "SELECT m.key, a.access_count, a.last_accessed_at::date::text FROM memory_access a "
+                "JOIN memories m ON m.id = a.memory_id"
+            )
+        ).all()
+        cols = set(
+            conn.execute(
+                sa.text("SELECT column_name FROM information_schema.columns WHERE table_name='memories'")
+            ).scalars()
+        )
+    assert [tuple(r) for r in moved] == [("user.read", 7, "2026-11-01")]
+    assert not cols & {"access_count", "last_accessed_at"}
+    migrate.downgrade(url, "0013_lifecycle_due", embedding_dim=8)
+    with eng.connect() as conn:
+        back: dict[str, int] = dict(conn.execute(sa.text("SELECT key, access_count FROM memories")).all())
+    assert back == {"user.read": 7, "user.unread": 0}
     eng.dispose()
 
 

@@ -185,7 +185,7 @@ def test_a_caller_reads_its_own_write_while_the_replica_lags(
 
         def counted() -> bool:
             with engine.connect() as conn:
-                q = sa.text("SELECT access_count FROM memories WHERE id = :id")
+                q = sa.text("SELECT coalesce(max(access_count), 0) FROM memory_access WHERE memory_id = :id")
                 return int(conn.execute(q, {"id": memory_id}).scalar_one()) > 0
 
         _until(counted, "recall's access count on the primary", timeout=60)

@@ -23,10 +23,11 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     func,
+    select,
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR, UUID
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped, column_property, mapped_column
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -149,6 +150,18 @@ class RoundRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 
+class MemoryAccessRow(Base):
+    """How often recall returned a memory, and when last (migration 0014_memory_access). A narrow row beside the
+    memory, so that counting an access is a HOT update of 50 bytes instead of a new version of the memory row
+    (and, once its page is full, a new entry in every index of `memories`, the HNSW graphs included)."""
+
+    __tablename__ = "memory_access"
+
+    memory_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("memories.id", ondelete="CASCADE"), primary_key=True)
+    access_count: Mapped[int] = mapped_column(Integer, default=0)
+    last_accessed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
 class MemoryRow(Base):
     """Semantic memory: one stable fact or preference."""
 
@@ -183,8 +196,13 @@ class MemoryRow(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     last_verified_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     state_changed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    last_accessed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    access_count: Mapped[int] = mapped_column(Integer, default=0)
+    # Read-only: the counts live in `memory_access` (MemoryAccessRow), written only by recall's batched flush.
+    access_count: Mapped[int] = column_property(
+        func.coalesce(select(MemoryAccessRow.access_count).where(MemoryAccessRow.memory_id == id).scalar_subquery(), 0)
+    )
+    last_accessed_at: Mapped[datetime | None] = column_property(
+        select(MemoryAccessRow.last_accessed_at).where(MemoryAccessRow.memory_id == id).scalar_subquery()
+    )
 
 
 class LifecycleWindowRow(Base):

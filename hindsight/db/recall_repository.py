@@ -59,6 +59,12 @@ MEMORY_COLUMNS = (
     "access_count",
 )
 
+# The access statistics live in `memory_access` (a LEFT JOIN as `a`), not in the memory row.
+_MEMORY_SELECT = {
+    "last_accessed_at": "a.last_accessed_at",
+    "access_count": "coalesce(a.access_count, 0) AS access_count",
+}
+
 _CACHE_SECONDS = 60.0
 PGVECTOR_MAX_SCAN_TUPLES = 20_000  # hnsw.max_scan_tuples default
 TENANT_EF_SEARCH = 100  # hnsw.ef_search in a namespace's own index (choose_plan)
@@ -433,7 +439,7 @@ class RecallRepository:
         kw_expr, keyword_cte, union = _keyword_side(terms, params, "memories", "m.last_verified_at DESC")
         vector_cte = "v AS (" + self._vector_query(plan) + ")"
 
-        cols = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
+        cols = ", ".join(_MEMORY_SELECT.get(c, f"m.{c}") for c in MEMORY_COLUMNS)
         sql = f"""
             WITH {keyword_cte}
             {vector_cte}
@@ -444,7 +450,7 @@ class RecallRepository:
                                 'transcript_id', p.transcript_id, 'turn_ids', p.turn_ids,
                                 'action', p.action, 'created_at', p.created_at) ORDER BY p.id), '[]'::json)
                     FROM memory_provenance p WHERE p.memory_id = m.id) AS provenance
-            FROM memories m
+            FROM memories m LEFT JOIN memory_access a ON a.memory_id = m.id
             WHERE m.id IN ({union})
         """
         out = []
@@ -508,18 +514,22 @@ class RecallRepository:
 
     # --- after ranking ---------------------------------------------------------------------------------------
 
-    def add_access_counts(self, counts: Sequence[tuple[uuid.UUID, int, datetime]]) -> None:
-        """Add (memory id, accesses, last access) in one statement. The commit does not wait for the WAL
-        flush: access counts are statistics, not records."""
+    def add_access_counts(self, counts: Sequence[tuple[uuid.UUID, int, datetime]]) -> int:
+        """Add (memory id, accesses, last access) to `memory_access` in one statement; a memory erased since it
+        was read is skipped. The memory row itself is not written. The commit does not wait for the WAL flush:
+        access counts are statistics, not records. Returns how many memories were counted."""
         if not counts:
-            return
+            return 0
         self.session.execute(text("SELECT set_config('synchronous_commit', 'off', true)"))
-        self.session.execute(
+        result = self.session.execute(
             text(
-                "UPDATE memories m SET access_count = m.access_count + v.n, "
-                "last_accessed_at = greatest(coalesce(m.last_accessed_at, v.t), v.t) "
+                "INSERT INTO memory_access AS a (memory_id, access_count, last_accessed_at) "
+                "SELECT v.id, v.n, v.t "
                 "FROM unnest(CAST(:ids AS uuid[]), CAST(:ns AS int[]), CAST(:ts AS timestamptz[])) AS v(id, n, t) "
-                "WHERE m.id = v.id"
+                "JOIN memories m ON m.id = v.id ORDER BY v.id "
+                "ON CONFLICT (memory_id) DO UPDATE SET access_count = a.access_count + excluded.access_count, "
+                "last_accessed_at = greatest(a.last_accessed_at, excluded.last_accessed_at)"
             ),
             {"ids": [c[0] for c in counts], "ns": [c[1] for c in counts], "ts": [c[2] for c in counts]},
         )
+        return int(getattr(result, "rowcount", 0) or 0)

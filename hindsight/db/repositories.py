@@ -461,14 +461,6 @@ class MemoryRepository:
         ).all()
         return [(row, float(score)) for row, score in rows]
 
-    def touch_accessed(self, ids: Sequence[uuid.UUID], now: datetime) -> None:
-        if ids:
-            self.session.execute(
-                update(MemoryRow)
-                .where(MemoryRow.id.in_(list(ids)))
-                .values(access_count=MemoryRow.access_count + 1, last_accessed_at=now)
-            )
-
     def ids_for_subject(
         self, namespace: str, *, key_prefix: str | None = None, subject: str | None = None
     ) -> list[uuid.UUID]:

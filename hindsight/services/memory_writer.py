@@ -181,7 +181,6 @@ class MemoryWriter:
             updated_at=self.now,
             last_verified_at=at,
             state_changed_at=self.now,
-            access_count=0,
         )
         MemoryRepository(self.session).add(row)
         # No flush here: the unit of work orders the inserts by their foreign keys (memory, then its provenance

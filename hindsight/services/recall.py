@@ -75,10 +75,10 @@ ACCESS_FLUSH_SECONDS = 1.0
 
 class AccessRecorder:
     """Counts recall accesses off the query path: recall() adds the ids it returns, a daemon thread adds
-    them to `memories.access_count` / `last_accessed_at` in one batched UPDATE per database about every
-    second (and at exit). Updating the rows inside the query would add an UPDATE (and, when the row cannot be
-    updated in place, new index entries) to every recall; batched, a memory read ten times in a second costs
-    one row update. Counts still pending when a process is killed are lost: they are statistics."""
+    them to `memory_access` (access_count, last_accessed_at) in one batched upsert per database about every
+    second (and at exit). Counting inside the query would add a write to every recall; batched, a memory read
+    ten times in a second costs one update of a narrow row, and the memory row (with its HNSW entries) is never
+    rewritten. Counts still pending when a process is killed are lost: they are statistics."""
 
     def __init__(self, interval: float = ACCESS_FLUSH_SECONDS) -> None:
         self._interval = interval
@@ -101,9 +101,9 @@ class AccessRecorder:
                 atexit.register(self.flush)
 
     def flush(self) -> int:
-        """Write every pending count now; returns how many memories were updated. When the thread is writing
-        a batch at that moment, this waits for that batch too, so every count added before the call is in the
-        database when it returns."""
+        """Write every pending count now; returns how many memories were counted (an erased one is skipped).
+        When the thread is writing a batch at that moment, this waits for that batch too, so every count added
+        before the call is in the database when it returns."""
         with self._writing:
             with self._lock:
                 pending, self._pending = self._pending, {}
@@ -112,8 +112,8 @@ class AccessRecorder:
                 counts = [(i, n, at) for i, (n, at) in batch.items()]
                 try:
                     with Session(engine) as session, session.begin():
-                        RecallRepository(session).add_access_counts(counts)
-                    written += len(counts)
+                        counted = RecallRepository(session).add_access_counts(counts)
+                    written += counted
                 except Exception as exc:  # a statistics write must never break recall
                     log.warning("recall.access_counts.failed", error=str(exc)[:500], memories=len(counts))
             return written

@@ -469,9 +469,9 @@ def test_counts_detect_loss_and_duplication(fault_services: FaultServices, fault
                 sa.text(
                     "INSERT INTO memories (id, namespace, kind, key, value, subject, source, confidence, state,"
                     " pinned, negated, has_conflict, embedding, search_text, backend, embedding_model,"
-                    " created_at, updated_at, last_verified_at, state_changed_at, access_count)"
+                    " created_at, updated_at, last_verified_at, state_changed_at)"
                     " VALUES (:id, :ns, 'preference', 'k', :v, 'user', 'user', 0.9, 'active', false, false, false,"
-                    " CAST(:e AS halfvec), '', 'test', 'test', :t, :t, :t, :t, 0)"
+                    " CAST(:e AS halfvec), '', 'test', 'test', :t, :t, :t, :t)"
                 ),
                 {
                     "id": uuid.uuid4(),

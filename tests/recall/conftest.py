@@ -78,7 +78,6 @@ def add_memory(engine: sa.Engine, namespace: str, embedder):
             "updated_at": verified,
             "last_verified_at": verified,
             "state_changed_at": verified,
-            "access_count": 0,
         }
         values.update(overrides)
         with engine.begin() as conn:

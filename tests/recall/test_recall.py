@@ -235,6 +235,9 @@ def test_vector_plan_follows_the_namespace_size_and_share(ns_rows: int, total: i
         assert plan.ef_search == ef
 
 
+_COUNT = sa.text("SELECT access_count FROM memory_access WHERE memory_id = :id")
+
+
 def test_access_counts_increase(seeded, session_factory, namespace, embedder, engine) -> None:
     target = seeded["用户对花生过敏"]
     first = _recall(session_factory, namespace, "用户对什么过敏", embedder)
@@ -246,7 +249,7 @@ def test_access_counts_increase(seeded, session_factory, namespace, embedder, en
     flush_access_counts()
     with engine.connect() as conn:
         count, last = conn.execute(
-            sa.text("SELECT access_count, last_accessed_at FROM memories WHERE id = :id"), {"id": target}
+            sa.text("SELECT access_count, last_accessed_at FROM memory_access WHERE memory_id = :id"), {"id": target}
         ).one()
     assert count == 2
     assert last is not None
@@ -275,8 +278,31 @@ def test_flush_waits_for_a_batch_the_thread_is_writing(add_memory, engine, monke
     assert writing.wait(5)
     recorder.flush()  # nothing is pending any more: it must still wait for the thread's batch
     with engine.connect() as conn:
-        count = conn.execute(sa.text("SELECT access_count FROM memories WHERE id = :id"), {"id": target}).scalar_one()
+        count = conn.execute(_COUNT, {"id": target}).scalar_one()
     assert count == 1
+
+
+def test_counting_an_access_leaves_the_memory_row_alone(add_memory, engine) -> None:
+    """The counts go to `memory_access`: the memory row keeps its version (xmin), so a count never adds a row
+    version or an index entry to `memories`. A memory erased before the flush is skipped, the rest counted."""
+    from hindsight.services import recall as recall_module
+
+    kept, erased = add_memory("User keeps bees"), add_memory("User repairs clocks")
+    version = sa.text("SELECT xmin::text FROM memories WHERE id = :id")
+    with engine.connect() as conn:
+        before = conn.execute(version, {"id": kept}).scalar_one()
+    recorder = recall_module.AccessRecorder(interval=3600)
+    for _ in range(2):
+        recorder.add(engine, [kept, erased], datetime.now(UTC))
+        with engine.begin() as conn:
+            conn.execute(sa.text("DELETE FROM memories WHERE id = :id"), {"id": erased})
+        assert recorder.flush() == 1  # the erased memory is not counted
+    with engine.connect() as conn:
+        after = conn.execute(version, {"id": kept}).scalar_one()
+        counts = dict(conn.execute(sa.text("SELECT memory_id, access_count FROM memory_access")).all())
+    assert after == before
+    assert counts.get(kept) == 2
+    assert erased not in counts
 
 
 def test_access_counts_are_written_without_an_explicit_flush(seeded, session_factory, namespace, embedder, engine):
@@ -287,7 +313,7 @@ def test_access_counts_are_written_without_an_explicit_flush(seeded, session_fac
 
     def written() -> bool:
         with engine.connect() as conn:
-            n = conn.execute(sa.text("SELECT access_count FROM memories WHERE id = :id"), {"id": target}).scalar()
+            n = conn.execute(_COUNT, {"id": target}).scalar()
         return n == 1
 
     wait_for(written, 10, "the access-count thread to write")

@@ -44,7 +44,7 @@ def test_counts_follow_every_write(engine, namespace, add_memory) -> None:
             .where(MemoryRow.id == ids[0])
             .values(value="User lives in Kyoto", search_text=memory_search_text(key, "User lives in Kyoto"))
         )
-        conn.execute(sa.update(MemoryRow).where(MemoryRow.id == ids[1]).values(access_count=5))  # no text change
+        conn.execute(sa.update(MemoryRow).where(MemoryRow.id == ids[1]).values(confidence=0.5))  # no text change
         conn.execute(sa.update(MemoryRow).where(MemoryRow.id == ids[2]).values(namespace=f"{namespace}-other"))
         conn.execute(sa.delete(MemoryRow).where(MemoryRow.id == ids[1]))
     kept = _kept(engine, namespace)

@@ -64,7 +64,6 @@ def _memory(namespace: str, value: str, vector: list[float], *, days_ago: int) -
         "updated_at": verified,
         "last_verified_at": verified,
         "state_changed_at": verified,
-        "access_count": 0,
     }
 
 
