@@ -52,9 +52,10 @@ class RetrievalSettings(BaseModel):
     """Namespaces up to this many memories are scanned exactly (no HNSW); bigger ones use the index."""
     episode_exact_scan_max_rows: int = Field(500, ge=0)
     """The same for episode search: an exact scan costs ~11 ms per 1,000 episodes (512-dim), the index ~2 ms."""
-    keyword_seek_max_rows: int = Field(2000, ge=10)
-    """Query terms expected in more of the namespace's memories than this still score candidates but do
-    not look for them (ranking every memory that contains a common word is the slow part of full text)."""
+    keyword_seek_max_rows: int = Field(800, ge=10)
+    """How many of the namespace's rows the query's terms may look for together: terms propose keyword
+    candidates rarest first while the rows containing them add up to at most this; the others only score
+    candidates (ranking every row that contains a common word is the slow part of full text)."""
     max_ef_search: int = Field(400, ge=40, le=1000)
     """Upper bound for hnsw.ef_search, which grows as a namespace's share of the table shrinks (40 for a whole
     table, 400 for a tenth: recall@10 0.99 there against 0.92-0.96 at 40; BENCHMARKS.md "PostgreSQL 18 and

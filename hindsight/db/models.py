@@ -157,7 +157,9 @@ class MemoryAccessRow(Base):
 
     __tablename__ = "memory_access"
 
-    memory_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("memories.id", ondelete="CASCADE"), primary_key=True)
+    memory_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+    """The memory's id. No foreign key (its check would lock, and so write, the memory row): triggers on
+    `memories` delete the counts with the memory."""
     access_count: Mapped[int] = mapped_column(Integer, default=0)
     last_accessed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 

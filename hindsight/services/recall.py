@@ -173,8 +173,10 @@ def term_weights(
     (RecallRepository.term_counts: the namespace's own rows only, so another namespace's writes never move a
     weight or a score). The weight is log(1 + rows / count); a term no row contains counts as half a row,
     rarer than any that is there, and still weighs: a word of the query the namespace never saw makes every
-    match partial. A term in more than `seek_max_rows` rows does not propose candidates (it still scores
-    them). An empty namespace weighs every term the same.
+    match partial. Terms propose candidates rarest first while the rows they are in add up to at most
+    `seek_max_rows`: the keyword side reads every row its seeking terms are in (to rank them), so that sum
+    bounds its cost. A term left out still scores every candidate. An empty namespace weighs every term the
+    same.
     """
     if not terms:
         return []
@@ -184,7 +186,13 @@ def term_weights(
     shares = [max(0.5, min(c, namespace_rows)) / namespace_rows for c in counts]
     raw = [math.log(1.0 + 1.0 / s) for s in shares]
     total = sum(raw)
-    return [(t, r / total, c <= seek_max_rows) for t, r, c in zip(terms, raw, counts, strict=True)]
+    seeking, budget = set(), seek_max_rows
+    for i in sorted(range(len(terms)), key=lambda i: counts[i]):
+        if counts[i] > budget:
+            break
+        seeking.add(i)
+        budget -= counts[i]
+    return [(t, r / total, i in seeking) for i, (t, r) in enumerate(zip(terms, raw, strict=True))]
 
 
 def _weighted_terms(

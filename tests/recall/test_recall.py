@@ -284,7 +284,8 @@ def test_flush_waits_for_a_batch_the_thread_is_writing(add_memory, engine, monke
 
 def test_counting_an_access_leaves_the_memory_row_alone(add_memory, engine) -> None:
     """The counts go to `memory_access`: the memory row keeps its version (xmin), so a count never adds a row
-    version or an index entry to `memories`. A memory erased before the flush is skipped, the rest counted."""
+    version or an index entry to `memories`. A memory erased before the flush is skipped, the rest counted, and
+    deleting a memory deletes its counts."""
     from hindsight.services import recall as recall_module
 
     kept, erased = add_memory("User keeps bees"), add_memory("User repairs clocks")
@@ -303,6 +304,10 @@ def test_counting_an_access_leaves_the_memory_row_alone(add_memory, engine) -> N
     assert after == before
     assert counts.get(kept) == 2
     assert erased not in counts
+    with engine.begin() as conn:  # the counts go with their memory
+        conn.execute(sa.text("DELETE FROM memories WHERE id = :id"), {"id": kept})
+        left = conn.execute(sa.text("SELECT count(*) FROM memory_access WHERE memory_id = :id"), {"id": kept})
+        assert left.scalar_one() == 0
 
 
 def test_access_counts_are_written_without_an_explicit_flush(seeded, session_factory, namespace, embedder, engine):

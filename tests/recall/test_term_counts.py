@@ -69,7 +69,11 @@ def test_recall_reads_exact_identifier_and_prefix_terms(session_factory, namespa
         rows, counts = RecallRepository(s).term_counts("memories", namespace, ["lives", "qx-48213", "数据库", "absent"])
     # `lives` is the prefix live:* (lives, lived); the ticket counts in this namespace only.
     assert (rows, counts) == (4, [2, 1, 1, 0])
-    weights = term_weights(["lives", "qx-48213", "数据库", "absent"], counts, rows, seek_max_rows=1)
+    weights = term_weights(["lives", "qx-48213", "数据库", "absent"], counts, rows, seek_max_rows=2)
     assert abs(sum(w for _, w, _ in weights) - 1.0) < 1e-9
+    # Rarest first while their rows add up to at most 2: absent (0), the ticket (1), 数据库 (1); not lives (2).
     assert [seek for *_, seek in weights] == [False, True, True, True]
+    tighter = term_weights(["lives", "qx-48213", "数据库", "absent"], counts, rows, seek_max_rows=1)
+    assert [seek for *_, seek in tighter] == [False, True, False, True]
+    assert [w for _, w, _ in tighter] == [w for _, w, _ in weights]  # the budget moves no weight
     assert weights[0][1] < weights[1][1] == weights[2][1] < weights[3][1]  # common < rare < never seen
