@@ -26,6 +26,12 @@ def _tables(url: str) -> set[str]:
     return names
 
 
+def _columns(eng: sa.Engine, table: str) -> set[str]:
+    with eng.connect() as conn:
+        q = sa.text("SELECT column_name FROM information_schema.columns WHERE table_name = :t")
+        return set(conn.execute(q, {"t": table}).scalars())
+
+
 def _insert_memory(conn: sa.Connection, key: str, value: str, embedding: str, search_text: str = "") -> None:
     """One active memory in namespace 'ns', with the columns every revision since the first has."""
     conn.execute(
@@ -105,13 +111,7 @@ def test_episode_text_search_backfills_existing_episodes(services) -> None:
     assert found == 1  # the summary segmented by jieba, and its entities
     assert "USING gin (namespace, content_tsv)" in indexes["ix_episodes_namespace_tsv"]
     migrate.downgrade(url, "0004_episode_hnsw", embedding_dim=8)
-    with eng.connect() as conn:
-        cols = set(
-            conn.execute(
-                sa.text("SELECT column_name FROM information_schema.columns WHERE table_name='episodes'")
-            ).scalars()
-        )
-    assert not cols & {"search_text", "content_tsv"}
+    assert not _columns(eng, "episodes") & {"search_text", "content_tsv"}
     eng.dispose()
 
 
@@ -210,13 +210,8 @@ def test_access_counts_move_to_their_own_table_and_back(services) -> None:
                 "JOIN memories m ON m.id = a.memory_id"
             )
         ).all()
-        cols = set(
-            conn.execute(
-                sa.text("SELECT column_name FROM information_schema.columns WHERE table_name='memories'")
-            ).scalars()
-        )
     assert [tuple(r) for r in moved] == [("user.read", 7, "2026-11-01")]
-    assert not cols & {"access_count", "last_accessed_at"}
+    assert not _columns(eng, "memories") & {"access_count", "last_accessed_at"}
     migrate.downgrade(url, "0013_lifecycle_due", embedding_dim=8)
     with eng.connect() as conn:
         back: dict[str, int] = dict(conn.execute(sa.text("SELECT key, access_count FROM memories")).all())
