@@ -1097,13 +1097,17 @@ def _amount_only(clause: str, answering: bool) -> bool:
 
 _PLACEHOLDER_RE = re.compile(
     r"\[(?=[\w' ]{0,40}(?:_|\b(?:user|name|username|location|city|hometown|country|company|employer|job|age|date|"
-    r"number|email|phone|address|insert|placeholder|your)\b))[\w' ]{1,40}\](?!\()|\{\{?\s*[A-Za-z_][\w .-]{0,30}\}\}?",
+    r"number|email|phone|address|insert|placeholder|your)\b))[\w' ]{1,40}\](?!\()|\{\{?\s*[A-Za-z_][\w .-]{0,30}\}\}?"
+    r"|\((?:(?:your|user'?s?|first|last|full) )?(?:name|username|city|hometown|country|company|employer|job|age|"
+    r"location|email|phone|address)\)|\b(?:user|speaker|person) ?[12ab]\b(?![\w'])",
     re.I,
 )
-"""A template's blank ("Hi, I'm [name]", "I live in {city}", "[user 1's hometown]", "[User 2]"): the clause names
-nothing yet. A blank in brackets names the field it stands for (or joins words with "_"); an aside ("[sic]"), a
-bracketed list ("[Redis, Postgres]"), a redaction marker (`[REDACTED:…]`, which says a secret was there) or a
-markdown link ("[docs](…)") is none."""
+"""A template's blank ("Hi, I'm [name]", "I live in {city}", "[user 1's hometown]", "[User 2]", "(name)"), or a
+transcript's speaker label standing in for a name ("my name is User 2"): the clause names nothing yet. In
+parentheses only a field's name alone counts: "(my dog)" or "(his name is Max)" is an aside. A blank in brackets
+names the field it stands for (or joins words with "_"); an aside ("[sic]"), a bracketed list ("[Redis,
+Postgres]"), a redaction marker (`[REDACTED:…]`, which says a secret was there) or a markdown link ("[docs](…)")
+is none."""
 
 
 @lru_cache(maxsize=4096)
@@ -1318,14 +1322,27 @@ _CONTRACTION_PIECES = frozenset(["t", "s", "m", "ll", "d", "re", "ve"])
 what an elliptical reply ("I know", "I don't know", "I have a few", "我知道", "我没有") is made of when the
 thing it is about was said by somebody else."""
 
+_REACTION_WORDS = (
+    "like likes liked love loves loved hate hates hated enjoy enjoys enjoyed prefer prefers preferred mind "
+    "喜欢 爱 讨厌 喜爱 热爱 享受 恨 偏爱 超爱 最爱 好爱 很爱 不爱 更爱"
+)
+_REACTION = frozenset(_REACTION_WORDS.split())
+_DEGREE_WORDS = "really so very totally absolutely just 真的 真 很 太 挺 超 非常 特别 十分 蛮 好 更 最 比较"
+_DEGREE = frozenset(_DEGREE_WORDS.split())
+"""A reaction said without its object ("我也喜欢", "我都喜欢", "我不太喜欢": Chinese drops what English says as
+"it"): the verb, degree words and auxiliaries only. What is liked was named by somebody else."""
+
 
 def _says_nothing(text: str) -> bool:
-    """A reaction whose object is only a pointer ("I love it", "I loved that", "我喜欢这个"): one content word at
-    most, and that a verb of the reaction; or an elliptical reply made only of auxiliaries and verbs of knowing
-    ("I know", "I will", "我知道"). What it is about is not in the clause, so nothing can be remembered."""
+    """A reaction whose object is only a pointer ("I love it", "I loved that", "我喜欢这个") or is left out
+    ("我也喜欢"): one content word at most, and that a verb of the reaction; or an elliptical reply made only of
+    auxiliaries and verbs of knowing ("I know", "I will", "我知道"). What it is about is not in the clause, so
+    nothing can be remembered."""
     text = _ALSO_RE.sub(" ", _POINTED_NP_RE.sub(" it ", text))
     words = {w for w in content_tokens(text) if not _REFERENT_RE.fullmatch(w) and w not in _CONTRACTION_PIECES}
     if len(words) <= 1 and _REFERENT_RE.search(text):
+        return True
+    if words & _REACTION and words <= _ELLIPTICAL | _DEGREE | _REACTION:
         return True
     return words <= _ELLIPTICAL
 
@@ -1342,6 +1359,8 @@ def _name_fact(sentence: str, turn: Turn, lang: Lang, ctx: _Context, conf: float
     """ "I'm Rosa Delgado, a translator" introduces a name: keep it as its own profile fact."""
     m = _EN_INTRO_NAME_RE.search(sentence)
     if not m or m.group(1).split()[0] in lx.EN_NOT_NAME_WORDS or m.group(1).split()[0] in _EN_NOT_NAMES:
+        return
+    if _PLACEHOLDER_RE.match(sentence, m.start(1)):  # "I'm User 1": a transcript's speaker label
         return
     _add(ctx, "user.name", MemoryKind.profile, f"User's name is {m.group(1)}", turn, conf, USER, "en")
 
@@ -1448,6 +1467,7 @@ def claim_about_user(sentence: str, judge: SlotJudge | None = None) -> tuple[str
     the claim without its tag question, and what it is about. None for advice and wh-questions."""
     claim = re.sub(r"[,，]?\s*(?:对吧|是吧|right|correct|isn't it|aren't you)?\s*[?？]$", "", sentence)
     claim = re.sub(r"吧$|吗$", "", claim).strip()
+    claim = _strip_discourse(claim) or claim  # "So, you're a dancer?": the claim without the "so"
     if claim != sentence.strip():  # a yes/no question says its claim inverted: "Do you have a dog" -> "you have a dog"
         claim = _EN_INVERTED_RE.sub(_uninverted, claim, count=1)
     if not (_ZH_CLAIM_RE.search(claim) or _EN_CLAIM_RE.search(claim)) or _ADVICE_RE.search(claim):

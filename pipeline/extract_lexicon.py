@@ -243,6 +243,8 @@ ZH_REQUEST = re.compile(
     + r")|你帮|你给|推荐|列一下|列个|写个|写一|写条|写封|写段|看看|看下|看一下|查一下|"
     r"查查|搜一下|搜搜|算一下|翻译|改一下|改成|订|打开|读一下|顺便帮|能不能|可不可以|能否|想问|问下|问一下|告诉我|"
     r"说说|讲讲|讲个|来个|再来|再写|再改|再搜|再看|总结|解释一下|比较一下)|"
+    # a proposal to the partner, the Chinese "let's": "咱们聊点别的", "我们换个话题", "让我们谈谈…"
+    r"^(?:让我们|咱们|我们)(?:来|就|先)?(?:换个|换一个|聊聊|聊点|谈谈|说说|讨论一下|来聊)|"
     r"^给我(?=[写列发做找推荐看讲说来一])|(?:一点|一些|点儿)$|^再.{1,6}点$|(?:就行|就好|即可)$"
 )
 EN_REQUEST = re.compile(
@@ -274,11 +276,15 @@ EN_QUESTION = re.compile(
 ZH_SMALLTALK = re.compile(
     r"^(?:在吗|你好|您好|嗨|哈+|嗯+|好+的?|行吧?|可以|谢谢|感谢|多谢|拜拜|再见|晚安|不用了|没事|好吧|收到|明白|了解|知道了|"
     r"不错|太好了|原来如此|对|是的|没错|好消息|(?:先|暂时|还)?不用(?:了|啦)?|(?:先|暂时)?不需要(?:了|啦)?)[!！。~～]*$"
+    r"|^(?:谢谢|感谢|多谢)(?:你|您)"  # thanks to the partner for something: nothing about the speaker
 )
 EN_SMALLTALK = re.compile(
     r"^(?:hi|hello|hey|thanks|thank you|thx|ty|ok|okay|cool|great|nice|perfect|good|done|sure|bye|good night|"
     r"have a good (?:night|day)|yes|yeah|yep|no|nope|got it|sounds good|lol|haha|whoa|wow|oh|ah|"
-    r"that's it|nice one)[.!]*$",
+    r"that's it|nice one)[.!]*$"
+    # thanks for something: gratitude names what the other did, nothing about the speaker
+    # (unless a clause of the speaker's own follows unmarked: "thanks for the tip i'm vegan btw")
+    r"|^(?:thanks|thank you|thx|many thanks)(?: (?:so|very) much)?(?: again)? for\b(?!.*\b(?:i|i'm|im|i've|ive|we)\b)",
     re.I,
 )
 # A standing instruction survives the request filter: it is meant to hold beyond this conversation.
@@ -309,19 +315,22 @@ EN_REMEMBER = re.compile(
 ZH_REPEAT = re.compile(r"说过|跟你说过|讲过好几次|提过")
 EN_REPEAT = re.compile(r"\btold you\b|\bsaid (?:this|that) before\b", re.I)
 ZH_DISCOURSE = re.compile(
-    # "那"/"对"/"行"/"好" open a sentence as fillers, and words as well ("那个小程序", "对面", "行业", "好像"):
-    # only the filler is stripped; "那个，" followed by a pause is a filler too.
-    r"^(?:嗯+|哦+|噢|啊|哈+|好的?(?![像多几些久])|行(?![业李程])|对了|另外|还有|其实|顺便说一下|顺便|先说一下|先说|"
+    # "那"/"对"/"行"/"好" open a sentence as fillers, and words as well ("那个小程序", "对面", "行尸走肉", "好吃的",
+    # "对我来说"): "好的" is a filler; "好", "行" and "对" alone only before a pause; "那个，" before a pause too;
+    # "那是…" is "that is", not "so, (I) am".
+    r"^(?:嗯+|哦+|噢|啊|哈+|好的|(?:好|行|对+)(?:吧|啊|呀|的)?(?=[，,。！!：:\s~～]|$)|对了|另外|还有|其实|"
+    r"顺便说一下|顺便|先说一下|先说|"
     # "不过敏" (not allergic) is no "不过" (but), and "不是经理" is a denial, not the filler "不是，…" (no, …).
     r"[跟和]你说一下|[跟和]你说|告诉你|说一下|补充一下|然后|所以|不过(?!敏)|"
-    r"但是|那个(?=[，,])|那(?![个些么样种里边儿时会])|就是|反正|总之|话说|对(?![于面象方手])|是的|没错|"
+    r"但是|那个(?=[，,])|那(?![个些么样种里边儿时会是])|就是|反正|总之|话说|是的|没错|"
     r"不是(?=[，,。！!：:\s]|$))[，,。！!：:\s]*"
 )
 EN_DISCOURSE = re.compile(
     # "no" is an interjection only before a stop or before another interjection: "no dairy" denies dairy.
     r"^(?:ok|okay|oh|ah|so|also|and|but|actually|well|yeah|yes|yep|no(?=[,.!:;—\-]|\s+(?:no|yeah|i|i'm|it|that|"
     r"sorry|thanks|not|way)\b)|nope|btw|anyway|right|hmm|great|good|"
-    r"nice|thx|thanks|oh nice|haha|lol|ugh|not me|two things|one more thing|quick thing|first)[,.!:;—\-]*\s+",
+    r"nice|thx(?!\s+for\b)|thanks(?!\s+for\b)|oh nice|haha|lol|ugh|not me|two things|one more thing|quick thing|"
+    r"first)[,.!:;—\-]*\s+",
     re.I,
 )
 

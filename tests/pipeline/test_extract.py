@@ -104,6 +104,10 @@ def test_assistant_guess_needs_confirmation() -> None:
     unconfirmed = extract_facts(_transcript(("user", "Any good bakeries nearby?"), guess, ("user", "ok")))
     assert not _find(unconfirmed, "Berlin")
 
+    # The guess's opening filler is no part of the fact.
+    so = extract_facts(_transcript(("assistant", "Oh so you're a pilot?"), ("user", "Yes, for eleven years now.")))
+    assert [f.value for f in _find(so, "pilot")] == ["User is a pilot"]
+
 
 def test_rejection_kills_the_guess_and_keeps_the_correction() -> None:
     facts = extract_facts(
@@ -600,6 +604,14 @@ def test_a_filler_is_stripped_not_the_word_it_starts() -> None:
     assert _strip_discourse("对面的店是我开的") == "对面的店是我开的"
     assert _strip_discourse("好像是吧") == "好像是吧"
     assert _strip_discourse("那我就用 Go 吧") == "我就用 Go 吧"
+    # "好", "行" and "对" alone are fillers only before a pause; before a word they start it.
+    assert _strip_discourse("行李箱是我上个月买的") == "行李箱是我上个月买的"
+    assert _strip_discourse("好多朋友都在深圳") == "好多朋友都在深圳"
+    assert _strip_discourse("对我来说早起很难") == "对我来说早起很难"
+    assert _strip_discourse("行吧，我是老师") == "我是老师"
+    assert _strip_discourse("对对，我在杭州") == "我在杭州"
+    assert _strip_discourse("好的我明天去") == "我明天去"
+    assert _strip_discourse("那是我最喜欢的餐厅") == "那是我最喜欢的餐厅"  # "that is", not "so, (I) am"
 
 
 def test_a_chinese_clause_with_its_own_subject_is_not_given_the_speakers() -> None:
@@ -1152,3 +1164,26 @@ def test_a_number_that_is_no_age_is_not_filed_as_one() -> None:
         facts = _active(extract_facts(_transcript(("user", said))))
         assert all(f.key != "user.age" for f in facts), facts
     assert [f.key for f in _active(extract_facts(_transcript(("user", "I just turned 41 last month"))))] == ["user.age"]
+
+
+def test_a_reaction_without_its_object_states_nothing() -> None:
+    """Chinese leaves out what English says as "it": "我也喜欢" names nothing that was liked."""
+    for said in ("我也喜欢。", "我不太喜欢", "其实我都挺喜欢的", "我真的很讨厌"):
+        assert _active(extract_facts(_transcript(("assistant", "你觉得爵士乐怎么样？"), ("user", said)))) == [], said
+    kept = _active(extract_facts(_transcript(("user", "我也喜欢爵士乐。"))))
+    assert [f.value for f in kept] == ["用户也喜欢爵士乐"]
+
+
+def test_a_proposal_about_the_conversation_and_thanks_state_nothing() -> None:
+    for said in ("咱们聊点别的吧", "我们换个话题。", "Thanks so much for listening to me.", "谢谢你帮我这么多。"):
+        assert _active(extract_facts(_transcript(("user", said)))) == [], said
+    kept = _active(extract_facts(_transcript(("user", "Thanks for the recipe! I'm allergic to shellfish though."))))
+    assert [f.key for f in kept] == ["user.allergy"]
+    assert _find(extract_facts(_transcript(("user", "谢谢，我在成都读研。"))), "成都")
+
+
+def test_a_template_blank_or_speaker_label_is_no_name() -> None:
+    for said in ("Hi there, my name is (name).", "I'm User 1, nice to meet you", "I live in (city)."):
+        assert _active(extract_facts(_transcript(("user", said)))) == [], said
+    kept = _active(extract_facts(_transcript(("user", "My cat (Mochi) sleeps all day and my name is Priya."))))
+    assert _find(kept, "Priya")
