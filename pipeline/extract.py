@@ -780,13 +780,26 @@ _ZH_OWN_TOPIC_RE = re.compile(r"^[\u4e00-\u9fff]{1,4}(?:是|叫)(?![不没])")
 """A short topic and 是/叫 ("电脑是 ThinkPad", "老家是东北的", "猫叫团子"): said by the user, the topic is theirs."""
 
 
+_EN_ECHO_RE = re.compile(r",?\s+(?:too|as well|either)(?=[.!]*$)|(?<=\b[Uu]ser) also\b(?= [a-z])", re.I)
+_ZH_ECHO_RE = re.compile(r"(?<=用户)也(?!许)|(?<=用户团队)也(?!许)")
+
+
+def _without_echo(value: str) -> str:
+    """A value without the word that ties it to what the other speaker said ("User loves dogs too", "用户也是护
+    士"): "too", "also", "as well", "either" and 也 say that someone else in the conversation does the same, which a
+    memory read a year later cannot see. The fact is the same without them."""
+    return _ZH_ECHO_RE.sub("", value) if has_cjk(value) else _EN_ECHO_RE.sub("", value)
+
+
 def _rewrite(text: str, subject: Subject, lang: Lang, key: str | None = None) -> str:
     """`text` in the third person. `key` (the memory's) says whether "we" is the user's team: only in a slot
     that a team can hold (`Slot.subjects`); without a key, as before, it is."""
     slot = key_slot(key) if key else None
     team = key is None or (slot is not None and "team" in slot.subjects)
     # The turn's language decides: a Latin-only clause in a Chinese turn still reads as Chinese.
-    return _rewrite_zh(text, subject, team) if lang == "zh" or has_cjk(text) else _rewrite_en(text, subject, team)
+    if lang == "zh" or has_cjk(text):
+        return _without_echo(_rewrite_zh(text, subject, team))
+    return _without_echo(_rewrite_en(text, subject, team))
 
 
 def _scrub_secrets(value: str, lang: Lang) -> str:

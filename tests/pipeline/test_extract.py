@@ -1,7 +1,7 @@
 import uuid
 from datetime import UTC, datetime
 
-from pipeline.extract import extract_facts
+from pipeline.extract import _without_echo, extract_facts
 from schemas.pipeline import CandidateFact, MemoryKind, MemoryState, Role, Source, Transcript, Turn
 
 
@@ -1171,7 +1171,7 @@ def test_a_reaction_without_its_object_states_nothing() -> None:
     for said in ("我也喜欢。", "我不太喜欢", "其实我都挺喜欢的", "我真的很讨厌"):
         assert _active(extract_facts(_transcript(("assistant", "你觉得爵士乐怎么样？"), ("user", said)))) == [], said
     kept = _active(extract_facts(_transcript(("user", "我也喜欢爵士乐。"))))
-    assert [f.value for f in kept] == ["用户也喜欢爵士乐"]
+    assert [f.value for f in kept] == ["用户喜欢爵士乐"]
 
 
 def test_a_proposal_about_the_conversation_and_thanks_state_nothing() -> None:
@@ -1187,3 +1187,17 @@ def test_a_template_blank_or_speaker_label_is_no_name() -> None:
         assert _active(extract_facts(_transcript(("user", said)))) == [], said
     kept = _active(extract_facts(_transcript(("user", "My cat (Mochi) sleeps all day and my name is Priya."))))
     assert _find(kept, "Priya")
+
+
+def test_a_value_drops_the_word_that_echoes_the_other_speaker() -> None:
+    """ "Me too! I love sailing too": "too" says the partner does the same, which the memory cannot show."""
+    facts = _active(extract_facts(_transcript(("assistant", "I love sailing."), ("user", "I love sailing too!"))))
+    assert [f.value for f in facts] == ["User loves sailing"]
+    facts = _active(extract_facts(_transcript(("assistant", "我是护士。"), ("user", "我也是护士。"))))
+    assert [f.value for f in facts] == ["用户是护士"]
+    also = _active(extract_facts(_transcript(("user", "I also speak Portuguese."))))
+    assert [f.value for f in also] == ["User speaks Portuguese"]
+    # Not a "too" of degree, nor 也许 (perhaps).
+    assert _without_echo("User is too old for night shifts") == "User is too old for night shifts"
+    assert _without_echo("用户也许会搬家") == "用户也许会搬家"
+    assert _without_echo("User doesn't eat pork either") == "User doesn't eat pork"
