@@ -189,7 +189,7 @@ def test_embeddings_become_halfvec_with_their_values_and_back(services) -> None:
 
 def test_access_counts_move_to_their_own_table_and_back(services) -> None:
     """0014 moves each memory's access count and last access out of the memory row into `memory_access`
-    (only rows that were read get one); downgrade puts them back."""
+    (only rows that were read get one); downgrade puts them back; a TRUNCATE of `memories` empties it."""
     url = services.create_database("migrations_access")
     migrate.upgrade(url, "0013_lifecycle_due", embedding_dim=8)
     eng = sa.create_engine(url)
@@ -216,6 +216,12 @@ def test_access_counts_move_to_their_own_table_and_back(services) -> None:
     with eng.connect() as conn:
         back: dict[str, int] = dict(conn.execute(sa.text("SELECT key, access_count FROM memories")).all())
     assert back == {"user.read": 7, "user.unread": 0}
+    # Upgraded again, a TRUNCATE of the memories empties their counts too (the trigger stands in for a foreign key).
+    migrate.upgrade(url, embedding_dim=8)
+    with eng.begin() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM memory_access")).scalar_one() == 1
+        conn.execute(sa.text("TRUNCATE memories CASCADE"))
+        assert conn.execute(sa.text("SELECT count(*) FROM memory_access")).scalar_one() == 0
     eng.dispose()
 
 
