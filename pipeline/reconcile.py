@@ -1,6 +1,9 @@
 """Stages 3 and 4: conflict-detect / merge, then dedupe. Pure: facts and memories in, decisions out.
 
 Per candidate, in order (later candidates see what earlier ones did):
+0. Each statement of its value that a live memory of the same subject already makes, under any key, refreshes
+   that memory, and one that repeats a memory's statement and adds to it takes that statement's place
+   (`_covering`); the rest of the value goes on.
 1. Compare with memories of the same key first; only when none matches, fall back to embedding
    neighbours (cosine = dot product, vectors are L2-normalised).
 2. Same key, same polarity, same numbers, similar text → refresh; new value adds detail → merge;
@@ -189,6 +192,55 @@ def _specifics(text: str, key: str) -> set[str]:
     return {_stem(w) for w in _salient(text)} | {w for w in words if w and w not in {"user", "user's"}}
 
 
+_FONDNESS = frozenset(
+    [
+        "like",
+        "likes",
+        "liked",
+        "love",
+        "loves",
+        "loved",
+        "enjoy",
+        "enjoys",
+        "enjoyed",
+        "adore",
+        "adores",
+        "fond",
+        "喜欢",
+        "喜爱",
+        "热爱",
+        "爱",
+        "享受",
+    ]
+)
+"""Verbs of liking, one predicate for `_claim_words`: "loves the park" and "likes going to the park" say one thing."""
+
+
+@lru_cache(maxsize=4096)
+def _claim_words(text: str, *, light: bool = False) -> frozenset[str]:
+    """What a value asserts, as a set: its content words (stemmed English, jieba words for Chinese) without the
+    subject, the verbs of liking as one word, and (unless `light`) without the words that only say how a value is
+    held ("now", "lives", "工作")."""
+    t = _SUBJECT_WORDS_RE.sub(" ", normalize(text))
+    out: set[str] = set()
+    for w in content_tokens(t):
+        if w in _FONDNESS:
+            out.add("♥")
+        elif (light or w not in _LIGHT_WORDS) and w not in {"user", "user's"}:
+            out.add(w if has_cjk(w) else _stem(w[:-1] if len(w) > 3 and w[-1] == "s" and w[-2] != "s" else w))
+    return frozenset(out)
+
+
+def _covers(longer: str, shorter: str) -> bool:
+    """`longer` says all that `shorter` does: every claim word of the shorter value and its numbers are in the
+    longer one. A claim of one word must be the same statement ("is a welder"): a lone topic word is no claim
+    ("has a dog" is not "loves dogs", "lives in Paris" is not "works in Paris")."""
+    short, long_ = _claim_words(shorter), _claim_words(longer)
+    if not short or not short <= long_ or not set(extract_numbers(shorter)) <= set(extract_numbers(longer)):
+        return False
+    return len(short) >= 2 or _claim_words(shorter, light=True) == _claim_words(longer, light=True)
+
+
 def _shares_salient(old: set[str], new: set[str]) -> bool:
     # "Postgres" and "PostgreSQL" are the same product: a shared prefix of 5+ letters counts.
     return any(a == b or (min(len(a), len(b)) >= 5 and (a.startswith(b) or b.startswith(a))) for a in old for b in new)
@@ -230,8 +282,14 @@ def _merge_text(old: str, new: str) -> str:
     return f"{old}{sep}{new}"
 
 
-def reconcile(facts: list[EmbeddedFact], existing: list[ExistingMemory], *, dedupe_threshold: float) -> list[MemoryOp]:
-    """Decide, for each candidate fact, whether it inserts, refreshes, merges, conflicts or supersedes."""
+def reconcile(
+    facts: list[EmbeddedFact], existing: list[ExistingMemory], *, dedupe_threshold: float, split_parts: bool = True
+) -> list[MemoryOp]:
+    """Decide, for each candidate fact, whether it inserts, refreshes, merges, conflicts or supersedes.
+
+    A fact may take more than one decision when `split_parts` is on: the statements of its value that live
+    memories already make refresh them, and the rest is decided on its own (`_covering`). Off, each fact takes
+    exactly one, in order (a caller's own writes)."""
     pool = [
         _Mem(m.id, m.key, m.value, m.negated, m.state, m.pinned, m.confidence, m.embedding, tuple(m.also_slots))
         for m in existing
@@ -239,9 +297,11 @@ def reconcile(facts: list[EmbeddedFact], existing: list[ExistingMemory], *, dedu
     ops: list[MemoryOp] = []
     for ef in facts:
         fact = _cap(ef.fact)
-        op = _decide(fact, ef.embedding, pool, dedupe_threshold)
-        ops.append(op)
-        _apply(op, pool)
+        untrusted = fact.state is MemoryState.quarantined or fact.source is Source.tool
+        said, rest = ([], fact) if untrusted else _covering(fact, ef.embedding, pool, split=split_parts)
+        for op in [*said, *([_decide(rest, ef.embedding, pool, dedupe_threshold)] if rest is not None else [])]:
+            ops.append(op)
+            _apply(op, pool)
     return ops
 
 
@@ -307,6 +367,100 @@ def _decide(fact: CandidateFact, emb: list[float], pool: list[_Mem], threshold: 
     elif near is not None:
         reason = f"similar to {near[1].key} (cosine {near[0]:.2f}) but polarity or numbers differ; kept separate"
     return MemoryOp(action="insert", fact=fact, embedding=emb, new_id=uuid.uuid4(), reason=reason)
+
+
+_PART_SEP_RE = re.compile(r"\s*[;；]\s*")
+
+
+def _parts(value: str) -> list[str]:
+    """The statements a value joins ("User is a plumber; User likes helping people"): the extractor keeps one
+    memory per slot per transcript, its clauses joined by semicolons."""
+    return [p for p in _PART_SEP_RE.split(value) if p.strip()] or [value]
+
+
+def _covering(
+    fact: CandidateFact, emb: list[float], pool: list[_Mem], *, split: bool
+) -> tuple[list[MemoryOp], CandidateFact | None]:
+    """What live memories of the same subject already say, statement by statement, whichever slots they are
+    filed under: one fact stays one memory when the classifier files two sentences of it under two slots.
+
+    Each statement of the new value (`_parts`; the whole value when `split` is off):
+    - that a memory already makes ("is a welder" beside "is a welder; likes night shifts") refreshes it;
+    - that repeats a statement of a memory and adds to it ("likes hiking" → "likes hiking and singing") takes
+      that statement's place in the memory (merge), unless the memory is pinned or holds a one-value slot, the
+      merged value would grow past `MAX_MERGED_CHARS`, or the new value's own slot holds another memory to be
+      weighed against first;
+    - else stays in what is returned, to be decided as usual (None when nothing is left).
+    Not for negations or changes: "not", "no longer", "instead of" are about a value, not more of it.
+    """
+    if fact.negated or fact.supersedes_previous or _CONTRAST_RE.search(fact.value):
+        return [], fact
+    subject = canonical_key(fact.key)[0]
+    live = sorted(
+        (m for m in pool if m.state in _LIVE and canonical_key(m.key)[0] == subject and not _mem_negated(m)),
+        key=lambda m: (not keys_match(m.key, fact.key), -_similarity(fact, emb, m)),
+    )
+    own_slot = [m for m in pool if m.state in _LIVE and keys_match(m.key, fact.key)]
+    statements = {m.id: _parts(m.value) for m in live}
+    sep = "；" if has_cjk(fact.value) else "; "
+    said: dict[uuid.UUID, list[str]] = {}
+    rest: list[str] = []
+    for part in _parts(fact.value) if split else [fact.value]:
+        if core_negated(part):
+            rest.append(part)
+            continue
+        mem = next((m for m in live if any(_covers(o, part) for o in statements[m.id])), None)
+        if mem is None:
+            mem = _refined_by(part, live, statements, own_slot, sep)
+        if mem is None:
+            rest.append(part)
+        else:
+            said.setdefault(mem.id, []).append(part)
+    ops = []
+    for mem in live:
+        if mem.id not in said:
+            continue
+        merged = _join(statements[mem.id], sep)
+        adds = merged != _join(_parts(mem.value), sep)
+        ops.append(
+            MemoryOp(
+                action="merge" if adds else "refresh",
+                fact=fact.model_copy(update={"value": sep.join(said[mem.id])}),
+                embedding=emb,
+                target_id=mem.id,
+                merged_value=merged if adds else None,
+                reason=f"repeats {mem.key} and adds to it"
+                if adds
+                else f"{mem.key} already says {'this' if not rest else 'part of it'}",
+            )
+        )
+    if not rest:
+        return ops, None
+    return ops, (fact.model_copy(update={"value": sep.join(rest)}) if ops else fact)
+
+
+def _join(statements: list[str], sep: str) -> str:
+    return sep.join(dict.fromkeys(statements))
+
+
+def _refined_by(
+    part: str, live: list[_Mem], statements: dict[uuid.UUID, list[str]], own_slot: list[_Mem], sep: str
+) -> _Mem | None:
+    """The memory that `part` refines: `part` repeats some of its statements and adds to them. Those statements
+    give way to `part` in `statements` (the first one's place), and the memory is returned."""
+    for mem in live:
+        if mem.pinned or _single_valued(mem.key) or any(m is not mem for m in own_slot):
+            continue  # a one-value slot's new value is weighed by `_same_key_decision`: it may replace the old one
+        olds = statements[mem.id]
+        hit = [i for i, old in enumerate(olds) if _covers(part, old)]
+        if not hit:
+            continue
+        new = [part if i == hit[0] else old for i, old in enumerate(olds) if i == hit[0] or i not in hit]
+        if len(_join(new, sep)) > MAX_MERGED_CHARS:
+            continue
+        statements[mem.id] = new
+        return mem
+    return None
 
 
 _TERM = (

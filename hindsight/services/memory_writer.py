@@ -47,16 +47,24 @@ def lock_namespace(session: Session, namespace: str) -> None:
 
 
 def reconcile_in_namespace(
-    session: Session, namespace: str, facts: Sequence[EmbeddedFact], *, dedupe_threshold: float
+    session: Session,
+    namespace: str,
+    facts: Sequence[EmbeddedFact],
+    *,
+    dedupe_threshold: float,
+    split_parts: bool = True,
 ) -> tuple[list[MemoryOp], dict[uuid.UUID, MemoryRow]]:
-    """Stages 3-4 against the namespace's live memories. Call with the namespace lock held."""
+    """Stages 3-4 against the namespace's live memories. Call with the namespace lock held. `split_parts` off:
+    exactly one decision per fact, in order (see `pipeline.reconcile.reconcile`)."""
     rows = MemoryRepository(session).candidates_for_reconcile(
         namespace,
         sorted({k for f in facts for k in (f.fact.key, *_also_keys(f.fact))}),
         [f.embedding for f in facts],
         NEIGHBOURS_PER_FACT,
     )
-    ops = reconcile(list(facts), [_existing(r) for r in rows], dedupe_threshold=dedupe_threshold)
+    ops = reconcile(
+        list(facts), [_existing(r) for r in rows], dedupe_threshold=dedupe_threshold, split_parts=split_parts
+    )
     return ops, {r.id: r for r in rows}
 
 

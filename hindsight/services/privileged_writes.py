@@ -188,7 +188,11 @@ def _write_facts(
     embedded = [EmbeddedFact(fact=f, embedding=v) for (_, f), v in zip(items, vectors, strict=True)]
     lock_namespace(session, namespace)
     ops, rows = reconcile_in_namespace(
-        session, namespace, embedded, dedupe_threshold=settings.embedding.effective_dedupe_threshold
+        session,
+        namespace,
+        embedded,
+        dedupe_threshold=settings.embedding.effective_dedupe_threshold,
+        split_parts=False,  # one result per write
     )
     writer = MemoryWriter(
         session=session,

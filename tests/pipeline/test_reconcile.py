@@ -335,3 +335,85 @@ def test_what_a_change_left_may_be_called_the_old_one() -> None:
     )
     [op] = reconcile([new], [old], dedupe_threshold=T)
     assert (op.action, op.target_id) == ("supersede", old.id)
+
+
+def test_a_memory_under_another_slot_that_says_it_all_is_refreshed() -> None:
+    """Far apart in embedding space (60°), filed under two slots: still one fact, so one memory."""
+    old = mem("user.hobby", "User likes sailing, chess and baking sourdough bread", 0)
+    [op] = reconcile([fact("user.food", "User loves baking sourdough", 60)], [old], dedupe_threshold=T)
+    assert op.action == "refresh"
+    assert op.target_id == old.id
+
+
+def test_a_value_that_repeats_another_slots_memory_and_adds_to_it_takes_its_place() -> None:
+    old = mem("user.exercise", "用户喜欢攀岩", 0)
+    [op] = reconcile([fact("user.hobby", "用户喜欢攀岩和摄影", 60)], [old], dedupe_threshold=T)
+    assert op.action == "merge"
+    assert op.target_id == old.id
+    assert op.merged_value == "用户喜欢攀岩和摄影"
+
+
+def test_covering_needs_a_claim_not_a_topic_word_and_keeps_polarity_numbers_and_subject() -> None:
+    cases = [
+        # One shared word is a topic, not a claim: owning a cat is not liking cats.
+        (mem("user.preference", "User loves cats", 0), fact("user.pet", "User has a cat", 60)),
+        (mem("user.employer", "User works in Paris", 0), fact("user.city", "User lives in Paris", 60)),
+        # A different word that begins the same is a different thing (猫 / 猫头鹰).
+        (mem("user.preference", "用户喜欢猫头鹰", 0), fact("user.pet", "用户喜欢猫", 60)),
+        # Polarity, numbers and subject.
+        (mem("user.preference", "User does not like jazz piano", 0), fact("user.music", "User likes jazz piano", 60)),
+        (mem("user.pet", "User has three rescue dogs", 0), fact("user.preference", "User has two rescue dogs", 60)),
+        (mem("sister.hobby", "User's sister likes sailing and chess", 0), fact("user.hobby", "User likes sailing", 60)),
+    ]
+    for old, new in cases:
+        [op] = reconcile([new], [old], dedupe_threshold=T)
+        assert op.action == "insert", (old.value, new.fact.value, op.reason)
+
+
+def test_a_pinned_memory_is_refreshed_by_what_it_covers_but_never_rewritten() -> None:
+    old = mem("user.hobby", "User likes sailing", 0, pinned=True)
+    [op] = reconcile([fact("user.exercise", "User likes sailing and rowing", 60)], [old], dedupe_threshold=T)
+    assert op.action == "insert"
+    wide = mem("user.hobby", "User likes sailing and rowing", 0, pinned=True)
+    [op] = reconcile([fact("user.exercise", "User likes sailing", 60)], [wide], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("refresh", wide.id)
+
+
+def test_each_statement_a_memory_already_makes_refreshes_it_and_the_rest_is_decided_alone() -> None:
+    old = mem("user.role", "User is a welder; User likes night shifts", 0)
+    new = fact("user.role", "User is a welder; User is saving for a boat", 60)
+    refresh, rest = reconcile([new], [old], dedupe_threshold=T)
+    assert (refresh.action, refresh.target_id, refresh.fact.value) == ("refresh", old.id, "User is a welder")
+    assert rest.fact.value == "User is saving for a boat"
+    assert rest.target_id == old.id or rest.action == "insert"
+    # A caller's own write is one decision.
+    [one] = reconcile([new], [old], dedupe_threshold=T, split_parts=False)
+    assert one.fact.value == new.fact.value
+
+
+def test_a_value_is_weighed_against_its_own_slot_before_it_replaces_another_slots_memory() -> None:
+    """ "lives in Oslo" must meet the Bergen memory (a conflict), not ride into the hobby memory by a merge."""
+    hobby = mem("user.hobby", "User likes skiing", 0)
+    city = mem("user.city", "User lives in Bergen", 90)
+    [op] = reconcile([fact("user.city", "User likes skiing and lives in Oslo", 60)], [hobby, city], dedupe_threshold=T)
+    assert op.target_id == city.id
+    assert op.action in ("conflict", "supersede")
+
+
+def test_a_statement_that_adds_to_one_of_a_memorys_statements_takes_its_place_there() -> None:
+    old = mem("user.hobby", "User likes knitting; User bakes sourdough bread", 0)
+    new = fact("user.preference", "User bakes sourdough bread every Sunday; User supports Hibernian", 60)
+    merge, rest = reconcile([new], [old], dedupe_threshold=T)
+    assert (merge.action, merge.target_id) == ("merge", old.id)
+    assert merge.merged_value == "User likes knitting; User bakes sourdough bread every Sunday"
+    assert merge.fact.value == "User bakes sourdough bread every Sunday"
+    assert (rest.action, rest.fact.value) == ("insert", "User supports Hibernian")
+
+
+def test_a_one_value_slots_memory_is_not_rewritten_by_a_statement_that_adds_to_it() -> None:
+    """A city, an employer, a name hold one value: words added to it may name another one ("call me Sasha, only
+    my mum says Alexander"), which `_same_key_decision` weighs; the statement is not merged into it."""
+    old = mem("user.city", "User lives in Hyde Park, Leeds", 0)
+    new = fact("user.hobby", "User lives in Hyde Park, Leeds and sails at weekends", 60)
+    [op] = reconcile([new], [old], dedupe_threshold=T)
+    assert op.action == "insert"
