@@ -283,13 +283,14 @@ def _merge_text(old: str, new: str) -> str:
 
 
 def reconcile(
-    facts: list[EmbeddedFact], existing: list[ExistingMemory], *, dedupe_threshold: float, split_parts: bool = True
+    facts: list[EmbeddedFact], existing: list[ExistingMemory], *, dedupe_threshold: float, by_statement: bool = True
 ) -> list[MemoryOp]:
     """Decide, for each candidate fact, whether it inserts, refreshes, merges, conflicts or supersedes.
 
-    A fact may take more than one decision when `split_parts` is on: the statements of its value that live
-    memories already make refresh them, and the rest is decided on its own (`_covering`). Off, each fact takes
-    exactly one, in order (a caller's own writes)."""
+    With `by_statement` (distilled facts), the statements of a value are first compared with the live memories under
+    any key (`_covering`), so a fact may take more than one decision: the memories that already say part of it are
+    refreshed, and the rest is decided on its own. Off (a caller's own writes, whose key is the caller's choice),
+    each fact takes exactly one decision, in order."""
     pool = [
         _Mem(m.id, m.key, m.value, m.negated, m.state, m.pinned, m.confidence, m.embedding, tuple(m.also_slots))
         for m in existing
@@ -298,7 +299,7 @@ def reconcile(
     for ef in facts:
         fact = _cap(ef.fact)
         untrusted = fact.state is MemoryState.quarantined or fact.source is Source.tool
-        said, rest = ([], fact) if untrusted else _covering(fact, ef.embedding, pool, split=split_parts)
+        said, rest = _covering(fact, ef.embedding, pool) if by_statement and not untrusted else ([], fact)
         for op in [*said, *([_decide(rest, ef.embedding, pool, dedupe_threshold)] if rest is not None else [])]:
             ops.append(op)
             _apply(op, pool)
@@ -378,13 +379,11 @@ def _parts(value: str) -> list[str]:
     return [p for p in _PART_SEP_RE.split(value) if p.strip()] or [value]
 
 
-def _covering(
-    fact: CandidateFact, emb: list[float], pool: list[_Mem], *, split: bool
-) -> tuple[list[MemoryOp], CandidateFact | None]:
+def _covering(fact: CandidateFact, emb: list[float], pool: list[_Mem]) -> tuple[list[MemoryOp], CandidateFact | None]:
     """What live memories of the same subject already say, statement by statement, whichever slots they are
     filed under: one fact stays one memory when the classifier files two sentences of it under two slots.
 
-    Each statement of the new value (`_parts`; the whole value when `split` is off):
+    Each statement of the new value (`_parts`):
     - that a memory already makes ("is a welder" beside "is a welder; likes night shifts") refreshes it;
     - that repeats a statement of a memory and adds to it ("likes hiking" → "likes hiking and singing") takes
       that statement's place in the memory (merge), unless the memory is pinned or holds a one-value slot, the
@@ -405,7 +404,7 @@ def _covering(
     sep = "；" if has_cjk(fact.value) else "; "
     said: dict[uuid.UUID, list[str]] = {}
     rest: list[str] = []
-    for part in _parts(fact.value) if split else [fact.value]:
+    for part in _parts(fact.value):
         if core_negated(part):
             rest.append(part)
             continue

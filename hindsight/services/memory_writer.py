@@ -52,9 +52,9 @@ def reconcile_in_namespace(
     facts: Sequence[EmbeddedFact],
     *,
     dedupe_threshold: float,
-    split_parts: bool = True,
+    by_statement: bool = True,
 ) -> tuple[list[MemoryOp], dict[uuid.UUID, MemoryRow]]:
-    """Stages 3-4 against the namespace's live memories. Call with the namespace lock held. `split_parts` off:
+    """Stages 3-4 against the namespace's live memories. Call with the namespace lock held. `by_statement` off:
     exactly one decision per fact, in order (see `pipeline.reconcile.reconcile`)."""
     rows = MemoryRepository(session).candidates_for_reconcile(
         namespace,
@@ -63,7 +63,7 @@ def reconcile_in_namespace(
         NEIGHBOURS_PER_FACT,
     )
     ops = reconcile(
-        list(facts), [_existing(r) for r in rows], dedupe_threshold=dedupe_threshold, split_parts=split_parts
+        list(facts), [_existing(r) for r in rows], dedupe_threshold=dedupe_threshold, by_statement=by_statement
     )
     return ops, {r.id: r for r in rows}
 

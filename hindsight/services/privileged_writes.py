@@ -192,7 +192,7 @@ def _write_facts(
         namespace,
         embedded,
         dedupe_threshold=settings.embedding.effective_dedupe_threshold,
-        split_parts=False,  # one result per write
+        by_statement=False,  # the caller chose the key; one result per write
     )
     writer = MemoryWriter(
         session=session,

@@ -386,9 +386,14 @@ def test_each_statement_a_memory_already_makes_refreshes_it_and_the_rest_is_deci
     assert (refresh.action, refresh.target_id, refresh.fact.value) == ("refresh", old.id, "User is a welder")
     assert rest.fact.value == "User is saving for a boat"
     assert rest.target_id == old.id or rest.action == "insert"
-    # A caller's own write is one decision.
-    [one] = reconcile([new], [old], dedupe_threshold=T, split_parts=False)
+    # A caller's own write is one decision, under the key the caller chose.
+    [one] = reconcile([new], [old], dedupe_threshold=T, by_statement=False)
     assert one.fact.value == new.fact.value
+    hobby = mem("user.hobby", "User likes sailing and chess", 0)
+    [write] = reconcile(
+        [fact("user.exercise", "User likes sailing", 60)], [hobby], dedupe_threshold=T, by_statement=False
+    )
+    assert write.action == "insert"
 
 
 def test_a_value_is_weighed_against_its_own_slot_before_it_replaces_another_slots_memory() -> None:
