@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -56,6 +56,7 @@ _LIVE = (MemoryState.active, MemoryState.stale)
 _TEAM_SUBJECTS = frozenset(("team", "we", "our", "us"))
 
 
+@lru_cache(maxsize=4096)
 def canonical_key(key: str) -> tuple[str, tuple[str, ...]]:
     """(subject, attribute concepts) so that differently spelled keys about the same thing compare equal."""
     key = normalize(key).lower()
@@ -231,12 +232,17 @@ def _claim_words(text: str, *, light: bool = False) -> frozenset[str]:
     return frozenset(out)
 
 
+@lru_cache(maxsize=4096)
+def _numbers(text: str) -> frozenset[str]:
+    return frozenset(extract_numbers(text))
+
+
 def _covers(longer: str, shorter: str) -> bool:
     """`longer` says all that `shorter` does: every claim word of the shorter value and its numbers are in the
     longer one. A claim of one word must be the same statement ("is a welder"): a lone topic word is no claim
     ("has a dog" is not "loves dogs", "lives in Paris" is not "works in Paris")."""
     short, long_ = _claim_words(shorter), _claim_words(longer)
-    if not short or not short <= long_ or not set(extract_numbers(shorter)) <= set(extract_numbers(longer)):
+    if not short or not short <= long_ or not _numbers(shorter) <= _numbers(longer):
         return False
     return len(short) >= 2 or _claim_words(shorter, light=True) == _claim_words(longer, light=True)
 
@@ -261,7 +267,12 @@ def _similarity(fact: CandidateFact, emb: list[float], mem: _Mem) -> float:
 
 def _mem_negated(mem: _Mem) -> bool:
     # Seeded memories may carry negated=False although their text says "not"; read the text too.
-    return mem.negated or core_negated(mem.value)
+    return mem.negated or _text_negated(mem.value)
+
+
+@lru_cache(maxsize=4096)
+def _text_negated(value: str) -> bool:
+    return core_negated(value)
 
 
 def _cap(fact: CandidateFact) -> CandidateFact:
@@ -395,22 +406,35 @@ def _covering(fact: CandidateFact, emb: list[float], pool: list[_Mem]) -> tuple[
     if fact.negated or fact.supersedes_previous or _CONTRAST_RE.search(fact.value):
         return [], fact
     subject = canonical_key(fact.key)[0]
-    live = sorted(
-        (m for m in pool if m.state in _LIVE and canonical_key(m.key)[0] == subject and not _mem_negated(m)),
-        key=lambda m: (not keys_match(m.key, fact.key), -_similarity(fact, emb, m)),
-    )
+    parts = _parts(fact.value)
+    # A memory that shares no claim word with the value can neither say it nor be refined by it: a substring test
+    # (stems are prefixes) spares reading every memory of the pool.
+    words = {w for p in parts for w in _claim_words(p)} - {"♥"}
+    live = [
+        m
+        for m in pool
+        if m.state in _LIVE
+        and canonical_key(m.key)[0] == subject
+        and any(w in m.value.lower() for w in words)
+        and not _mem_negated(m)
+    ]
+
+    def rank(m: _Mem) -> tuple[bool, float]:
+        # Where several memories would do: the one of the value's own key, then the closest. (Only among those:
+        # similarity is a dot product over the embedding.)
+        return not keys_match(m.key, fact.key), -_similarity(fact, emb, m)
+
     own_slot = [m for m in pool if m.state in _LIVE and keys_match(m.key, fact.key)]
     statements = {m.id: _parts(m.value) for m in live}
     sep = "；" if has_cjk(fact.value) else "; "
     said: dict[uuid.UUID, list[str]] = {}
     rest: list[str] = []
-    for part in _parts(fact.value):
-        if core_negated(part):
+    for part in parts:
+        if _text_negated(part):
             rest.append(part)
             continue
-        mem = next((m for m in live if any(_covers(o, part) for o in statements[m.id])), None)
-        if mem is None:
-            mem = _refined_by(part, live, statements, own_slot, sep)
+        saying = [m for m in live if any(_covers(o, part) for o in statements[m.id])]
+        mem = min(saying, key=rank) if saying else _refined_by(part, live, statements, own_slot, sep, rank)
         if mem is None:
             rest.append(part)
         else:
@@ -443,10 +467,16 @@ def _join(statements: list[str], sep: str) -> str:
 
 
 def _refined_by(
-    part: str, live: list[_Mem], statements: dict[uuid.UUID, list[str]], own_slot: list[_Mem], sep: str
+    part: str,
+    live: list[_Mem],
+    statements: dict[uuid.UUID, list[str]],
+    own_slot: list[_Mem],
+    sep: str,
+    rank: Callable[[_Mem], tuple[bool, float]],
 ) -> _Mem | None:
     """The memory that `part` refines: `part` repeats some of its statements and adds to them. Those statements
     give way to `part` in `statements` (the first one's place), and the memory is returned."""
+    choices: list[tuple[_Mem, list[str]]] = []
     for mem in live:
         if mem.pinned or _single_valued(mem.key) or any(m is not mem for m in own_slot):
             continue  # a one-value slot's new value is weighed by `_same_key_decision`: it may replace the old one
@@ -455,11 +485,13 @@ def _refined_by(
         if not hit:
             continue
         new = [part if i == hit[0] else old for i, old in enumerate(olds) if i == hit[0] or i not in hit]
-        if len(_join(new, sep)) > MAX_MERGED_CHARS:
-            continue
-        statements[mem.id] = new
-        return mem
-    return None
+        if len(_join(new, sep)) <= MAX_MERGED_CHARS:
+            choices.append((mem, new))
+    if not choices:
+        return None
+    mem, new = min(choices, key=lambda c: rank(c[0]))
+    statements[mem.id] = new
+    return mem
 
 
 _TERM = (
