@@ -14,6 +14,10 @@ for each persona sentence:
   different statements about one thing ("is a plumber", "likes fixing things") count here, so this figure rises
   when compound values are split into statements.
 
+It also times reconcile itself (ms per dialogue, the memories of the persona's earlier dialogues as its pool);
+`--no-by-statement` turns off the comparison of statements under any key (`pipeline.reconcile._covering`), for
+the same figures without it.
+
 Prints a table and one JSON line.
 """
 
@@ -22,6 +26,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import time
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Annotated, Any
@@ -59,16 +64,20 @@ def _keywords(text: str, lang: str) -> set[str]:
     return {w for w in re.findall(r"[a-z]{4,}", text.lower()) if w not in _EN_COMMON}
 
 
-def _run_group(rows: list[dict[str, Any]], judge: SlotJudge) -> list[ExistingMemory]:
-    """The active memories one persona's dialogues leave, run one after another."""
+def _run_group(rows: list[dict[str, Any]], judge: SlotJudge, by_statement: bool) -> tuple[list[ExistingMemory], float]:
+    """The active memories one persona's dialogues leave, run one after another, and the seconds reconcile took."""
     pool: dict[Any, ExistingMemory] = {}
+    spent = 0.0
     for row in rows:
         _, facts = dialogue_facts(row, judge)
         if not facts:
             continue
         vectors = judge.embed([f.value for f in facts])
         embedded = [EmbeddedFact(fact=f, embedding=[float(x) for x in v]) for f, v in zip(facts, vectors, strict=True)]
-        for op in reconcile(embedded, list(pool.values()), dedupe_threshold=DEDUPE_THRESHOLD):
+        started = time.perf_counter()
+        ops = reconcile(embedded, list(pool.values()), dedupe_threshold=DEDUPE_THRESHOLD, by_statement=by_statement)
+        spent += time.perf_counter() - started
+        for op in ops:
             f = op.fact
             if op.new_id is not None:
                 pool[op.new_id] = ExistingMemory(
@@ -90,13 +99,14 @@ def _run_group(rows: list[dict[str, Any]], judge: SlotJudge) -> list[ExistingMem
                 del pool[target.id]
             elif op.action == "merge" and op.merged_value:
                 pool[target.id] = target.model_copy(update={"value": op.merged_value, "embedding": op.embedding})
-    return [m for m in pool.values() if m.state is MemoryState.active]
+    return [m for m in pool.values() if m.state is MemoryState.active], spent
 
 
 def main(
     train_dir: Annotated[Path, typer.Option(help="The public corpora.")] = Path("../shared/train"),
     groups: Annotated[int, typer.Option(help="Personas per corpus with two or more dialogues.")] = 60,
     split: Annotated[str, typer.Option(help="val (never fitted on) or train.")] = "val",
+    by_statement: Annotated[bool, typer.Option(help="Compare statements with memories under any key.")] = True,
 ) -> None:
     judge = SlotJudge()
     out: dict[str, dict[str, float]] = {}
@@ -110,10 +120,12 @@ def main(
             if persona_split([p.get("en") or p["text"] for p in r["persona"]]) == split:
                 by_persona[tuple(sorted(p["text"] for p in r["persona"]))].append(r)
         chosen = [g for g in by_persona.values() if len(g) >= 2][:groups]
-        lexical, semantic, memories = [0, 0], [0, 0], 0
+        lexical, semantic, memories, seconds, dialogues = [0, 0], [0, 0], 0, 0.0, 0
         for group in track(chosen, description=f"{corpus:12s}"):
-            active = _run_group(group, judge)
+            active, spent = _run_group(group, judge, by_statement)
             memories += len(active)
+            seconds += spent
+            dialogues += len(group)
             if not active:
                 continue
             lang = group[0]["lang"]
@@ -135,12 +147,13 @@ def main(
             "memories_per_persona": round(memories / max(len(chosen), 1), 2),
             "lexical_duplicate_rate": round(lexical[1] / max(lexical[0], 1), 3),
             "semantic_duplicate_rate": round(semantic[1] / max(semantic[0], 1), 3),
+            "reconcile_ms_per_dialogue": round(1000 * seconds / max(dialogues, 1), 2),
         }
     table = Table("corpus", *next(iter(out.values())).keys())
     for corpus, figures in out.items():
         table.add_row(corpus, *(str(v) for v in figures.values()))
     Console(stderr=True).print(table)
-    print(json.dumps({"bench": "duplicates", "split": split, **out}))
+    print(json.dumps({"bench": "duplicates", "split": split, "by_statement": by_statement, **out}))
 
 
 if __name__ == "__main__":
