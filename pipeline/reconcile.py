@@ -459,7 +459,11 @@ def _covering(fact: CandidateFact, emb: list[float], pool: list[_Mem]) -> tuple[
         )
     if not rest:
         return ops, None
-    return ops, (fact.model_copy(update={"value": sep.join(rest)}) if ops else fact)
+    if not ops:
+        return ops, fact
+    # What is left may be only the value's negated statements ("likes tea; doesn't drink coffee"): its polarity is
+    # its own, as the extractor sets it for a whole value.
+    return ops, fact.model_copy(update={"value": sep.join(rest), "negated": all(_text_negated(p) for p in rest)})
 
 
 def _join(statements: list[str], sep: str) -> str:

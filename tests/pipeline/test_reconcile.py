@@ -422,3 +422,12 @@ def test_a_one_value_slots_memory_is_not_rewritten_by_a_statement_that_adds_to_i
     new = fact("user.hobby", "User lives in Hyde Park, Leeds and sails at weekends", 60)
     [op] = reconcile([new], [old], dedupe_threshold=T)
     assert op.action == "insert"
+
+
+def test_what_is_left_of_a_value_keeps_its_own_polarity() -> None:
+    old = mem("user.drink", "User drinks green tea every morning", 0)
+    new = fact("user.drink", "User drinks green tea every morning; User doesn't drink coffee any more", 60)
+    refresh, rest = reconcile([new], [old], dedupe_threshold=T)
+    assert (refresh.action, refresh.target_id) == ("refresh", old.id)
+    assert rest.fact.value == "User doesn't drink coffee any more"
+    assert rest.fact.negated
