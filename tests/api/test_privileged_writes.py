@@ -58,6 +58,17 @@ def test_memory_write_goes_through_reconcile(alpha: httpx.Client, alpha_ns: str)
     assert detail["provenance"][0]["transcript_id"] is None
 
 
+def test_a_written_key_is_kept_even_when_another_slots_memory_says_the_same(alpha: httpx.Client, alpha_ns: str) -> None:
+    """Distilled facts are matched statement by statement against memories under any key (pipeline/reconcile.py,
+    `_covering`); a caller's write is not: the caller chose its key."""
+    base = f"/v1/namespaces/{alpha_ns}/memories"
+    wide = alpha.post(base, json={"key": "user.hobby", "value": "User likes sailing, chess and baking bread"}).json()
+    narrow = alpha.post(base, json={"key": "user.exercise", "value": "User likes sailing"}).json()
+    assert narrow["action"] == "insert", narrow
+    assert narrow["memory"]["key"] == "user.exercise"
+    assert narrow["memory"]["id"] != wide["memory"]["id"]
+
+
 def test_remember_extracts_facts_or_keeps_a_note(alpha: httpx.Client, alpha_ns: str) -> None:
     url = f"/v1/namespaces/{alpha_ns}/remember"
     r = alpha.post(url, json={"content": "I prefer dark mode in every editor.", "metadata": {"via": "test"}})
