@@ -175,18 +175,30 @@ def _statement(sql: str, plan: VectorPlan, namespace: str) -> TextClause:
     return stmt
 
 
-def _keyword_side(
-    terms: Sequence[tuple[str, float, bool]], params: dict[str, Any], table: str, tie_break: str
-) -> tuple[str, str, str]:
-    """The keyword half of a hybrid statement over `table` (aliased m for memories, e for episodes, r for
-    rounds): the
-    expression of a row's keyword value, the CTE `k` of the best matches (empty when no term seeks), and the
-    union of candidate ids. Adds the terms' parameters to `params`.
+def _candidate_ctes(
+    terms: Sequence[tuple[str, float, bool]],
+    params: dict[str, Any],
+    table: str,
+    tie_break: str,
+    *,
+    plan: VectorPlan,
+    vector_ids: str,
+) -> tuple[str, list[str], str]:
+    """Both halves of a hybrid statement over `table` (aliased m for memories, e for episodes, r for rounds): the
+    expression of a row's keyword value, the CTEs that find candidates (`v` the nearest rows, `k` the best
+    keyword matches when a term seeks) and the union of their ids. Adds the terms' parameters to `params`.
 
     `terms` are (query term, weight, seek) with weights summing to 1. A row's keyword value is the sum of the
-    weights of the terms its text contains; only terms with `seek` set propose candidates. Each term is
-    parsed by PostgreSQL exactly as the row's text was, so `node.js` or `c++` match as they were indexed;
-    English words match as prefixes (hindsight.textsearch.tsquery_term)."""
+    weights of the terms its text contains; only terms with `seek` set propose candidates, ranked by that value,
+    then by `tie_break` (a column, newest first). Each term is parsed by PostgreSQL exactly as the row's text
+    was, so `node.js` or `c++` match as they were indexed; English words match as prefixes
+    (hindsight.textsearch.tsquery_term). `vector_ids` is the vector side of any other plan than `exact`.
+
+    With an `exact` plan both sides come from one read of the namespace's rows (`s`), not from the
+    (namespace, content_tsv) GIN index. A GIN index keeps each column's keys apart, so the index answers a
+    namespace's keyword query by decoding each term's posting list over every namespace and intersecting it with
+    the namespace's rows. In a table of 1M memories the common prefix `team:*` made a 700-row namespace's keyword
+    side cost 60 ms that way, against 1 ms to test the rows the exact scan reads anyway (BENCHMARKS.md)."""
     alias = {"memories": "m", "episodes": "e", "rounds": "r"}[table]
     matches, seeking = [], []
     for i, (term, weight, seek) in enumerate(terms):
@@ -198,17 +210,35 @@ def _keyword_side(
         if seek:
             seeking.append(tsq)
     kw_expr = "(" + " + ".join(matches) + ")" if matches else "0.0"
-    if not seeking:
-        return kw_expr, "", "SELECT id FROM v"
     state = f" AND {alias}.state = ANY(:states)" if table == "memories" else ""
-    keyword_cte = f"""
-        k AS (
-            SELECT {alias}.id FROM {table} {alias}
-            WHERE {alias}.namespace = :ns{state} AND {alias}.content_tsv @@ ({" || ".join(seeking)})
-            ORDER BY {kw_expr} DESC, {tie_break}
-            LIMIT :n
-        ),"""
-    return kw_expr, keyword_cte, "SELECT id FROM v UNION SELECT id FROM k"
+    seek_match = f"{alias}.content_tsv @@ ({' || '.join(seeking)})"
+    if plan.mode == "exact":
+        keyword_columns = (
+            f", CASE WHEN {seek_match} THEN {kw_expr} END AS kw, {alias}.{tie_break} AS tb" if seeking else ""
+        )
+        ctes = [
+            f"""s AS MATERIALIZED (
+                SELECT {alias}.id, {alias}.embedding <=> CAST(:qv AS halfvec) AS d{keyword_columns}
+                FROM {table} {alias}
+                WHERE {alias}.namespace = :ns{state}
+            )""",
+            "v AS (SELECT id FROM s ORDER BY d LIMIT :n)",
+        ]
+        if seeking:
+            ctes.append("k AS (SELECT id FROM s WHERE kw IS NOT NULL ORDER BY kw DESC, tb DESC LIMIT :n)")
+    else:
+        ctes = [f"v AS ({vector_ids})"]
+        if seeking:
+            ctes.append(
+                f"""k AS (
+                SELECT {alias}.id FROM {table} {alias}
+                WHERE {alias}.namespace = :ns{state} AND {seek_match}
+                ORDER BY {kw_expr} DESC, {alias}.{tie_break} DESC
+                LIMIT :n
+            )"""
+            )
+    union = "SELECT id FROM v UNION SELECT id FROM k" if seeking else "SELECT id FROM v"
+    return kw_expr, ctes, union
 
 
 @dataclass
@@ -383,22 +413,20 @@ class RecallRepository:
             own_index=own and own_index,
         )
         params: dict[str, Any] = {"ns": namespace, "qv": _vec(embedding), "n": limit}
-        kw_expr, keyword_cte, union = _keyword_side(terms, params, table, f"{alias}.occurred_at DESC")
-        window_cte = ""
+        vector_ids = "" if plan.mode == "exact" else self._vector_ids(plan, table, by_state=False)
+        kw_expr, ctes, union = _candidate_ctes(terms, params, table, "occurred_at", plan=plan, vector_ids=vector_ids)
         if window is not None:
             params["ws"], params["we"] = window
             # An exact scan of the namespace's rows in the window (ix_{table}_namespace_occurred_at).
-            window_cte = f"""
-            w AS (
+            ctes.append(f"""w AS (
                 SELECT id FROM {table}
                 WHERE namespace = :ns AND occurred_at >= :ws AND occurred_at < :we AND embedding IS NOT NULL
                 ORDER BY (embedding <=> CAST(:qv AS halfvec)) + 0
                 LIMIT :n
-            ),"""
+            )""")
             union += " UNION SELECT id FROM w"
         sql = f"""
-            WITH {keyword_cte}{window_cte}
-            v AS ({self._vector_ids(plan, table, by_state=False)})
+            WITH {", ".join(ctes)}
             SELECT {cols},
                    1 - ({alias}.embedding <=> CAST(:qv AS halfvec)) AS cosine,
                    {kw_expr} AS keyword
@@ -429,20 +457,21 @@ class RecallRepository:
         plan: VectorPlan,
     ) -> list[Candidate]:
         """Up to `limit` nearest memories plus up to `limit` best keyword matches (`terms`, see
-        `_keyword_side`), in one statement."""
+        `_candidate_ctes`), in one statement."""
         params: dict[str, Any] = {
             "ns": namespace,
             "states": list(states),
             "qv": _vec(embedding),
             "n": limit,
         }
-        kw_expr, keyword_cte, union = _keyword_side(terms, params, "memories", "m.last_verified_at DESC")
-        vector_cte = "v AS (" + self._vector_query(plan) + ")"
+        vector_ids = "" if plan.mode == "exact" else self._vector_query(plan)
+        kw_expr, ctes, union = _candidate_ctes(
+            terms, params, "memories", "last_verified_at", plan=plan, vector_ids=vector_ids
+        )
 
         cols = ", ".join(_MEMORY_SELECT.get(c, f"m.{c}") for c in MEMORY_COLUMNS)
         sql = f"""
-            WITH {keyword_cte}
-            {vector_cte}
+            WITH {", ".join(ctes)}
             SELECT {cols},
                    1 - (m.embedding <=> CAST(:qv AS halfvec)) AS cosine,
                    {kw_expr} AS keyword,

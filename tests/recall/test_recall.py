@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+import numpy as np
 import pytest
 import sqlalchemy as sa
+from sqlalchemy.orm import Session
 
 from hindsight.config import RetrievalSettings
 from hindsight.db.models import ConflictRow
@@ -211,6 +214,46 @@ def test_big_namespace_plan_uses_the_index_and_stays_inside_the_namespace(
     result = _recall(session_factory, namespace, "which database do we use?", embedder, settings=forced)
     assert result.hits[0].memory.id == seeded["我们的数据库是PostgreSQL 15"]
     assert other not in {h.memory.id for h in result.hits}
+
+
+def test_a_small_namespace_finds_both_sides_in_one_read_of_its_rows(add_memory, engine, namespace) -> None:
+    """With the exact plan, the nearest rows and the best keyword matches come from one read of the namespace's rows,
+    never from the (namespace, content_tsv) GIN index, whose posting lists hold every namespace's rows. The keyword
+    side still ranks its matches: both terms before one, then the newest."""
+    rng = np.random.default_rng(3)
+    both, one = [], []
+    for i in range(12):
+        vectors = rng.normal(size=(3, 512))
+        both.append(add_memory(f"teapot and kettle, shelf {i}", days_ago=i, embedding=list(vectors[0])))
+        one.append(add_memory(f"teapot on shelf {i}", days_ago=i, embedding=list(vectors[1])))
+        add_memory(f"a cup on shelf {i}", days_ago=i, embedding=list(vectors[2]))
+    add_memory("teapot and kettle, elsewhere", ns=f"{namespace}-other")
+    query = [float(x) for x in rng.normal(size=512)]
+    terms = [("teapot", 0.5, True), ("kettle", 0.5, True)]
+    statements: list[tuple[str, Any]] = []
+
+    def capture(conn, cursor, statement, parameters, context, executemany) -> None:
+        statements.append((statement, parameters))
+
+    with Session(engine) as s, s.begin():
+        repo = RecallRepository(s)
+        plan = repo.vector_plan(namespace, want=5, exact_max_rows=5_000, max_scan_tuples=20_000, max_ef=400)
+        assert plan.mode == "exact"
+        nearest = set(repo.exact_neighbours(namespace, query, states=["active"], limit=5))
+        sa.event.listen(engine, "before_cursor_execute", capture)
+        try:
+            found = repo.candidates(namespace, query, terms, states=["active"], limit=5, plan=plan)
+        finally:
+            sa.event.remove(engine, "before_cursor_execute", capture)
+        # The index is what the planner prefers when it may not read a table from end to end.
+        s.execute(sa.text("SET LOCAL enable_seqscan = off"))
+        statement, parameters = statements[-1]
+        explained = "\n".join(
+            r[0] for r in s.connection().exec_driver_sql("EXPLAIN (COSTS OFF) " + statement, parameters)
+        )
+    assert {c.row["id"] for c in found} == nearest | set(both[:5])
+    assert "ix_memories_namespace_tsv" not in explained, explained
+    assert explained.count("on memories") == 2, explained  # the namespace's rows once, then the candidates by id
 
 
 @pytest.mark.parametrize(
