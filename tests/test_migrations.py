@@ -62,8 +62,9 @@ def test_upgrade_downgrade_upgrade(services) -> None:
         )
         assert "USING hnsw" in indexes["ix_memories_embedding_hnsw"]
         assert "halfvec_cosine_ops" in indexes["ix_memories_embedding_hnsw"]
-        assert "USING gin (namespace, content_tsv)" in indexes["ix_memories_namespace_tsv"]
-        assert "ix_memories_content_tsv" not in indexes
+        gin = "USING gin (hindsight_ns_lexemes((namespace)::text, content_tsv))"
+        assert gin in indexes["ix_memories_namespaced_tsv"]
+        assert not {"ix_memories_content_tsv", "ix_memories_namespace_tsv"} & set(indexes)
         episode_indexes: dict[str, str] = dict(
             conn.execute(sa.text("SELECT indexname, indexdef FROM pg_indexes WHERE tablename='episodes'")).all()
         )
@@ -109,7 +110,7 @@ def test_episode_text_search_backfills_existing_episodes(services) -> None:
             conn.execute(sa.text("SELECT indexname, indexdef FROM pg_indexes WHERE tablename='episodes'")).all()
         )
     assert found == 1  # the summary segmented by jieba, and its entities
-    assert "USING gin (namespace, content_tsv)" in indexes["ix_episodes_namespace_tsv"]
+    assert "USING gin (hindsight_ns_lexemes((namespace)::text, content_tsv))" in indexes["ix_episodes_namespaced_tsv"]
     migrate.downgrade(url, "0004_episode_hnsw", embedding_dim=8)
     assert not _columns(eng, "episodes") & {"search_text", "content_tsv"}
     eng.dispose()
@@ -222,6 +223,60 @@ def test_access_counts_move_to_their_own_table_and_back(services) -> None:
         assert conn.execute(sa.text("SELECT count(*) FROM memory_access")).scalar_one() == 1
         conn.execute(sa.text("TRUNCATE memories CASCADE"))
         assert conn.execute(sa.text("SELECT count(*) FROM memory_access")).scalar_one() == 0
+    eng.dispose()
+
+
+def test_namespaced_lexemes_match_as_the_text_does_and_only_in_their_namespace(services) -> None:
+    """0015 indexes each lexeme under its namespace. For every text and query, the namespaced lexemes match the
+    namespaced query exactly when the text matches the query, and never another namespace's query; downgrade
+    restores 0012's index."""
+    url = services.create_database("migrations_ns_lexemes")
+    migrate.upgrade(url, embedding_dim=8)
+    texts = [
+        "User moved to Lisbon; works on node.js and c++",
+        "用户 对 花生 过敏",
+        "it's the team's QX-48213 ticket",
+        "back\\slash and a 'quoted' word",
+        "x" * 2100 + " long",
+        "",
+    ]
+    queries = [
+        "to_tsquery('simple', 'lisbo:*')",
+        "plainto_tsquery('simple', 'node.js')",
+        "plainto_tsquery('simple', 'c++')",
+        "plainto_tsquery('simple', '花生')",
+        "plainto_tsquery('simple', 'qx-48213')",
+        "to_tsquery('simple', 'team:*') || plainto_tsquery('simple', 'it''s')",
+        "plainto_tsquery('simple', 'quoted') || plainto_tsquery('simple', 'back\\slash')",
+        "plainto_tsquery('simple', 'long')",
+        "plainto_tsquery('simple', 'absent')",
+    ]
+    eng = sa.create_engine(url)
+    with eng.connect() as conn:
+        for t in texts:
+            for q in queries:
+                plain, same, other = conn.execute(
+                    sa.text(
+                        f"SELECT to_tsvector('simple', :t) @@ ({q}),"
+                        f" hindsight_ns_lexemes('tenant a', to_tsvector('simple', :t))"
+                        f"   @@ hindsight_ns_query('tenant a', {q}),"
+                        f" hindsight_ns_lexemes('tenant a', to_tsvector('simple', :t))"
+                        f"   @@ hindsight_ns_query('tenant b', {q})"
+                    ),
+                    {"t": t},
+                ).one()
+                assert (same, other) == (plain, False), (t[:40], q)
+        matched = conn.execute(
+            sa.text("SELECT to_tsvector('simple', :t) @@ plainto_tsquery('simple', 'long')"), {"t": texts[4]}
+        ).scalar_one()
+        assert matched  # the 2,100-letter word is left out of the index alone; the rest of its text is there
+    migrate.downgrade(url, "0014_memory_access", embedding_dim=8)
+    with eng.connect() as conn:
+        indexes = {r[0] for r in conn.execute(sa.text("SELECT indexname FROM pg_indexes WHERE tablename='rounds'"))}
+        functions = conn.execute(sa.text("SELECT count(*) FROM pg_proc WHERE proname LIKE 'hindsight_ns_%'")).scalar()
+    assert "ix_rounds_namespace_tsv" in indexes
+    assert "ix_rounds_namespaced_tsv" not in indexes
+    assert functions == 0
     eng.dispose()
 
 

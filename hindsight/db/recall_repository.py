@@ -194,11 +194,12 @@ def _candidate_ctes(
     was, so `node.js` or `c++` match as they were indexed; English words match as prefixes
     (hindsight.textsearch.tsquery_term). `vector_ids` is the vector side of any other plan than `exact`.
 
-    With an `exact` plan both sides come from one read of the namespace's rows (`s`), not from the
-    (namespace, content_tsv) GIN index. A GIN index keeps each column's keys apart, so the index answers a
-    namespace's keyword query by decoding each term's posting list over every namespace and intersecting it with
-    the namespace's rows. In a table of 1M memories the common prefix `team:*` made a 700-row namespace's keyword
-    side cost 60 ms that way, against 1 ms to test the rows the exact scan reads anyway (BENCHMARKS.md)."""
+    With an `exact` plan both sides come from one read of the namespace's rows (`s`): the exact scan reads them all
+    anyway, and testing their text costs less than a second pass through an index. Otherwise the seeking terms are
+    looked up in the GIN index of namespaced lexemes (migration 0015_namespace_lexemes), whose posting lists hold
+    one namespace's rows each, so that the cost follows the namespace, not the table. The (namespace,
+    content_tsv) index it replaced decoded a term's posting list over every namespace: 30-60 ms for a common
+    word in a table of 1M memories, whatever the namespace's size (BENCHMARKS.md)."""
     alias = {"memories": "m", "episodes": "e", "rounds": "r"}[table]
     matches, seeking = [], []
     for i, (term, weight, seek) in enumerate(terms):
@@ -211,10 +212,12 @@ def _candidate_ctes(
             seeking.append(tsq)
     kw_expr = "(" + " + ".join(matches) + ")" if matches else "0.0"
     state = f" AND {alias}.state = ANY(:states)" if table == "memories" else ""
-    seek_match = f"{alias}.content_tsv @@ ({' || '.join(seeking)})"
+    seek_query = " || ".join(seeking)
     if plan.mode == "exact":
         keyword_columns = (
-            f", CASE WHEN {seek_match} THEN {kw_expr} END AS kw, {alias}.{tie_break} AS tb" if seeking else ""
+            f", CASE WHEN {alias}.content_tsv @@ ({seek_query}) THEN {kw_expr} END AS kw, {alias}.{tie_break} AS tb"
+            if seeking
+            else ""
         )
         ctes = [
             f"""s AS MATERIALIZED (
@@ -232,7 +235,9 @@ def _candidate_ctes(
             ctes.append(
                 f"""k AS (
                 SELECT {alias}.id FROM {table} {alias}
-                WHERE {alias}.namespace = :ns{state} AND {seek_match}
+                WHERE {alias}.namespace = :ns{state}
+                  AND hindsight_ns_lexemes({alias}.namespace, {alias}.content_tsv)
+                      @@ hindsight_ns_query(:ns, {seek_query})
                 ORDER BY {kw_expr} DESC, {alias}.{tie_break} DESC
                 LIMIT :n
             )"""

@@ -216,19 +216,24 @@ def test_big_namespace_plan_uses_the_index_and_stays_inside_the_namespace(
     assert other not in {h.memory.id for h in result.hits}
 
 
-def test_a_small_namespace_finds_both_sides_in_one_read_of_its_rows(add_memory, engine, namespace) -> None:
-    """With the exact plan, the nearest rows and the best keyword matches come from one read of the namespace's rows,
-    never from the (namespace, content_tsv) GIN index, whose posting lists hold every namespace's rows. The keyword
-    side still ranks its matches: both terms before one, then the newest."""
+def _shelves(add_memory, namespace: str) -> list[uuid.UUID]:
+    """36 memories, 12 of them naming a teapot and a kettle (returned, newest first), 12 a teapot alone, 12 neither;
+    random embeddings. Another namespace holds a teapot and a kettle too."""
     rng = np.random.default_rng(3)
-    both, one = [], []
+    both = []
     for i in range(12):
         vectors = rng.normal(size=(3, 512))
         both.append(add_memory(f"teapot and kettle, shelf {i}", days_ago=i, embedding=list(vectors[0])))
-        one.append(add_memory(f"teapot on shelf {i}", days_ago=i, embedding=list(vectors[1])))
+        add_memory(f"teapot on shelf {i}", days_ago=i, embedding=list(vectors[1]))
         add_memory(f"a cup on shelf {i}", days_ago=i, embedding=list(vectors[2]))
     add_memory("teapot and kettle, elsewhere", ns=f"{namespace}-other")
-    query = [float(x) for x in rng.normal(size=512)]
+    return both
+
+
+def _candidates_and_plan(engine, namespace: str, *, exact_max_rows: int) -> tuple[set[uuid.UUID], set[uuid.UUID], str]:
+    """(the candidates for "teapot kettle", the 5 truly nearest, and the candidate statement's plan). The plan is
+    explained with sequential scans off: a table this small would be read whole, not through an index."""
+    query = [float(x) for x in np.random.default_rng(4).normal(size=512)]
     terms = [("teapot", 0.5, True), ("kettle", 0.5, True)]
     statements: list[tuple[str, Any]] = []
 
@@ -237,23 +242,46 @@ def test_a_small_namespace_finds_both_sides_in_one_read_of_its_rows(add_memory, 
 
     with Session(engine) as s, s.begin():
         repo = RecallRepository(s)
-        plan = repo.vector_plan(namespace, want=5, exact_max_rows=5_000, max_scan_tuples=20_000, max_ef=400)
-        assert plan.mode == "exact"
+        plan = repo.vector_plan(namespace, want=5, exact_max_rows=exact_max_rows, max_scan_tuples=10**7, max_ef=400)
         nearest = set(repo.exact_neighbours(namespace, query, states=["active"], limit=5))
         sa.event.listen(engine, "before_cursor_execute", capture)
         try:
             found = repo.candidates(namespace, query, terms, states=["active"], limit=5, plan=plan)
         finally:
             sa.event.remove(engine, "before_cursor_execute", capture)
-        # The index is what the planner prefers when it may not read a table from end to end.
         s.execute(sa.text("SET LOCAL enable_seqscan = off"))
         statement, parameters = statements[-1]
         explained = "\n".join(
             r[0] for r in s.connection().exec_driver_sql("EXPLAIN (COSTS OFF) " + statement, parameters)
         )
-    assert {c.row["id"] for c in found} == nearest | set(both[:5])
-    assert "ix_memories_namespace_tsv" not in explained, explained
+    return {c.row["id"] for c in found}, nearest, plan.mode + "\n" + explained
+
+
+def test_a_small_namespace_finds_both_sides_in_one_read_of_its_rows(add_memory, engine, namespace) -> None:
+    """With the exact plan, the nearest rows and the best keyword matches come from one read of the namespace's rows,
+    not from a second pass through the full-text index. The keyword side still ranks its matches: both terms before
+    one, then the newest."""
+    both = _shelves(add_memory, namespace)
+    found, nearest, explained = _candidates_and_plan(engine, namespace, exact_max_rows=5_000)
+    assert explained.startswith("exact")
+    assert found == nearest | set(both[:5])
+    assert "ix_memories_namespaced_tsv" not in explained, explained
     assert explained.count("on memories") == 2, explained  # the namespace's rows once, then the candidates by id
+
+
+def test_a_big_namespace_seeks_keywords_in_its_own_posting_lists(add_memory, engine, namespace) -> None:
+    """With an index plan, the keyword side asks the GIN index of namespaced lexemes (migration 0015), whose posting
+    lists hold one namespace's rows each, and finds the best matches of this namespace only."""
+    both = _shelves(add_memory, namespace)
+    vectors = np.random.default_rng(5).normal(size=(400, 512))
+    for i, v in enumerate(vectors):  # enough rows of other things that reading them all costs more than the index
+        add_memory(f"a saucer in drawer {i}", embedding=list(v), search_text=f"a saucer in drawer {i}")
+    with engine.begin() as conn:
+        conn.execute(sa.text("ANALYZE memories"))
+    found, _, explained = _candidates_and_plan(engine, namespace, exact_max_rows=0)
+    assert explained.startswith("iterative")
+    assert "ix_memories_namespaced_tsv" in explained, explained
+    assert set(both[:5]) <= found
 
 
 @pytest.mark.parametrize(
