@@ -14,6 +14,10 @@ figures in BENCHMARKS.md):
   exact scan is used;
 * a namespace with an HNSW index of its own (`hindsight/db/tenant_indexes.py`) is searched through it: the
   namespace is written into the statement as a literal, so that the planner can match the partial index.
+
+Keyword candidates come from the same read of the rows when the namespace is scanned exactly, and otherwise from
+the GIN index of namespaced lexemes (migration 0015_namespace_lexemes), whose posting lists hold one namespace's
+rows each (`_candidate_ctes`).
 """
 
 from __future__ import annotations
