@@ -201,7 +201,9 @@ def _candidate_ctes(
     With an `exact` plan both sides come from one read of the namespace's rows (`s`): the exact scan reads them all
     anyway, and testing their text costs less than a second pass through an index. Otherwise the seeking terms are
     looked up in the GIN index of namespaced lexemes (migration 0015_namespace_lexemes), whose posting lists hold
-    one namespace's rows each, so that the cost follows the namespace, not the table. The (namespace,
+    one namespace's rows each, so that the cost follows the namespace, not the table. The namespace is then only
+    a filter (`IS TRUE` hides it from the planner): ANDing the posting lists with the namespace's B-tree entries
+    cost 0.7-1.5 ms at 10k rows and removed nothing but another namespace whose hash collides. The (namespace,
     content_tsv) index it replaced decoded a term's posting list over every namespace: 30-60 ms for a common
     word in a table of 1M memories, whatever the namespace's size (BENCHMARKS.md)."""
     alias = {"memories": "m", "episodes": "e", "rounds": "r"}[table]
@@ -239,7 +241,7 @@ def _candidate_ctes(
             ctes.append(
                 f"""k AS (
                 SELECT {alias}.id FROM {table} {alias}
-                WHERE {alias}.namespace = :ns{state}
+                WHERE ({alias}.namespace = :ns) IS TRUE{state}
                   AND hindsight_ns_lexemes({alias}.namespace, {alias}.content_tsv)
                       @@ hindsight_ns_query(:ns, {seek_query})
                 ORDER BY {kw_expr} DESC, {alias}.{tie_break} DESC
