@@ -196,7 +196,8 @@ def _candidate_ctes(
     weights of the terms its text contains; only terms with `seek` set propose candidates, ranked by that value,
     then by `tie_break` (a column, newest first). Each term is parsed by PostgreSQL exactly as the row's text
     was, so `node.js` or `c++` match as they were indexed; English words match as prefixes
-    (hindsight.textsearch.tsquery_term). `vector_ids` is the vector side of any other plan than `exact`.
+    (hindsight.textsearch.tsquery_term). `vector_ids` is the vector side by `plan` (`RecallRepository._vector_ids`),
+    used as it is unless the plan is `exact`.
 
     With an `exact` plan both sides come from one read of the namespace's rows (`s`): the exact scan reads them all
     anyway, and testing their text costs less than a second pass through an index. Otherwise the seeking terms are
@@ -424,7 +425,7 @@ class RecallRepository:
             own_index=own and own_index,
         )
         params: dict[str, Any] = {"ns": namespace, "qv": _vec(embedding), "n": limit}
-        vector_ids = "" if plan.mode == "exact" else self._vector_ids(plan, table, by_state=False)
+        vector_ids = self._vector_ids(plan, table, by_state=False)
         kw_expr, ctes, union = _candidate_ctes(terms, params, table, "occurred_at", plan=plan, vector_ids=vector_ids)
         if window is not None:
             params["ws"], params["we"] = window
@@ -475,9 +476,8 @@ class RecallRepository:
             "qv": _vec(embedding),
             "n": limit,
         }
-        vector_ids = "" if plan.mode == "exact" else self._vector_query(plan)
         kw_expr, ctes, union = _candidate_ctes(
-            terms, params, "memories", "last_verified_at", plan=plan, vector_ids=vector_ids
+            terms, params, "memories", "last_verified_at", plan=plan, vector_ids=self._vector_query(plan)
         )
 
         cols = ", ".join(_MEMORY_SELECT.get(c, f"m.{c}") for c in MEMORY_COLUMNS)
