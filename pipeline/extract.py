@@ -142,15 +142,21 @@ def _casual_pronouns(text: str) -> str:
     return _LOWER_I_RE.sub(lambda m: {"i": "I", "im": "I'm", "ive": "I've"}[m.group(0)], text)
 
 
+@lru_cache(maxsize=1024)
+def _redacted_turn(text: str) -> str:
+    """A turn's text without code, secrets or annotations. Ingest redacts already; redacting again keeps values
+    safe for direct callers. Remembered: extraction reads each turn twice (`_clean_turn`, `own_and_quoted`)."""
+    return _ANNOTATION_RE.sub("", redact_secrets(strip_code(_casual_pronouns(text))).text)
+
+
 def _clean_turn(text: str) -> str:
-    # Ingest redacts already; redacting again costs little and keeps values safe for direct callers.
-    return normalize(_ANNOTATION_RE.sub("", redact_secrets(strip_code(_casual_pronouns(text))).text))
+    return normalize(_redacted_turn(text))
 
 
 def own_and_quoted(text: str) -> tuple[str, list[str]]:
     """A turn's own words and the material it quotes (pasted e-mails, `>` lines, "she wrote: …"), each cleaned
     as `_clean_turn` cleans. Quoted text is somebody else's: it is kept out of the speaker's facts."""
-    return own_and_shown(_ANNOTATION_RE.sub("", redact_secrets(strip_code(_casual_pronouns(text))).text))
+    return own_and_shown(_redacted_turn(text))
 
 
 def _strip_discourse(clause: str) -> str:

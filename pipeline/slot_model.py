@@ -135,7 +135,11 @@ class SlotClassifier:
 
     def __init__(self, path: Path = MODEL_PATH) -> None:
         with np.load(path, allow_pickle=False) as data:
-            self.layers = [(data[f"W{i}"], data[f"b{i}"]) for i in range(int(data["n_layers"]))]
+            # Stored as float16 to keep the file small; widened once here, not on every call.
+            self.layers = [
+                (data[f"W{i}"].astype(np.float32), data[f"b{i}"].astype(np.float32))
+                for i in range(int(data["n_layers"]))
+            ]
             self.classes: list[str] = [str(c) for c in data["classes"]]
             self.meta: dict[str, object] = json.loads(str(data["meta"]))
         self.version = str(self.meta.get("version", "unknown"))
@@ -146,7 +150,7 @@ class SlotClassifier:
     def probabilities(self, x: np.ndarray) -> np.ndarray:
         h = x.astype(np.float32)
         for i, (w, b) in enumerate(self.layers):
-            h = h @ w.astype(np.float32) + b.astype(np.float32)
+            h = h @ w + b
             if i < len(self.layers) - 1:
                 h = np.maximum(h, 0.0)
         h -= h.max(axis=1, keepdims=True)

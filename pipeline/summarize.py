@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from functools import lru_cache
 
 from pipeline import extract_lexicon as lx
 from pipeline.extract import claim_about_user, speakers
@@ -120,13 +121,25 @@ _EN_NOT_ENTITY = frozenset(
 )
 
 
+@lru_cache(maxsize=1024)
+def _redacted(content: str) -> str:
+    """A turn's text without code or secrets; remembered, as the summary reads each turn two or three times."""
+    return redact_secrets(strip_code(content)).text
+
+
 def _clean(turn: Turn) -> str:
-    return normalize(redact_secrets(strip_code(turn.content)).text)
+    return normalize(_redacted(turn.content))
+
+
+@lru_cache(maxsize=1024)
+def _parts(content: str) -> tuple[str, list[str]]:
+    return own_and_shown(_redacted(content))
 
 
 def _split(turn: Turn) -> tuple[str, list[str]]:
     """A turn's own words and the material it quotes (pasted e-mails, `>` lines, "she wrote: …")."""
-    return own_and_shown(redact_secrets(strip_code(turn.content)).text)
+    own, quoted = _parts(turn.content)
+    return own, list(quoted)
 
 
 _RELAY_RE = re.compile(

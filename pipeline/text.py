@@ -40,8 +40,10 @@ def to_simplified(text: str) -> str:
     return str(_t2s().convert(text))
 
 
+@lru_cache(maxsize=4096)
 def normalize(text: str) -> str:
-    """NFKC (full-width → ASCII), invisible characters removed, traditional → simplified, spaces collapsed."""
+    """NFKC (full-width → ASCII), invisible characters removed, traditional → simplified, spaces collapsed.
+    Remembered: the rules normalize the same clause again and again (negation, change cues, reply kinds)."""
     text = unicodedata.normalize("NFKC", strip_invisible(text))
     text = to_simplified(text)
     lines = [_SPACE_RE.sub(" ", line).strip() for line in text.splitlines()]
