@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.base import Embedder
+from pipeline.blas import blas_threads
 from pipeline.slots import BY_NAME, Slot
 from pipeline.text import core_negated, has_change_cue, has_cjk, normalize
 
@@ -149,10 +150,11 @@ class SlotClassifier:
 
     def probabilities(self, x: np.ndarray) -> np.ndarray:
         h = x.astype(np.float32)
-        for i, (w, b) in enumerate(self.layers):
-            h = h @ w + b
-            if i < len(self.layers) - 1:
-                h = np.maximum(h, 0.0)
+        with blas_threads(1):  # a few dozen rows: one thread is as fast idle and never waits on another
+            for i, (w, b) in enumerate(self.layers):
+                h = h @ w + b
+                if i < len(self.layers) - 1:
+                    h = np.maximum(h, 0.0)
         h -= h.max(axis=1, keepdims=True)
         e = np.exp(h)
         return e / e.sum(axis=1, keepdims=True)

