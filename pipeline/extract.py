@@ -30,6 +30,7 @@ from pipeline.text import (
     has_cjk,
     normalize,
     own_and_shown,
+    remembered,
     reply_kind,
     split_clauses,
     split_sentences,
@@ -142,7 +143,7 @@ def _casual_pronouns(text: str) -> str:
     return _LOWER_I_RE.sub(lambda m: {"i": "I", "im": "I'm", "ive": "I've"}[m.group(0)], text)
 
 
-@lru_cache(maxsize=1024)
+@remembered(maxsize=1024)
 def _redacted_turn(text: str) -> str:
     """A turn's text without code, secrets or annotations. Ingest redacts already; redacting again keeps values
     safe for direct callers. Remembered: extraction reads each turn twice (`_clean_turn`, `own_and_quoted`)."""

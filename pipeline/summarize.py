@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from functools import lru_cache
 
 from pipeline import extract_lexicon as lx
 from pipeline.extract import claim_about_user, speakers
@@ -25,6 +24,7 @@ from pipeline.text import (
     is_mail_header,
     normalize,
     own_and_shown,
+    remembered,
     reply_kind,
     restates_quoted,
     speech_cue,
@@ -121,7 +121,7 @@ _EN_NOT_ENTITY = frozenset(
 )
 
 
-@lru_cache(maxsize=1024)
+@remembered(maxsize=1024)
 def _redacted(content: str) -> str:
     """A turn's text without code or secrets; remembered, as the summary reads each turn two or three times."""
     return redact_secrets(strip_code(content)).text
@@ -131,7 +131,7 @@ def _clean(turn: Turn) -> str:
     return normalize(_redacted(turn.content))
 
 
-@lru_cache(maxsize=1024)
+@remembered(maxsize=1024)
 def _parts(content: str) -> tuple[str, list[str]]:
     return own_and_shown(_redacted(content))
 

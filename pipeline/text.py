@@ -7,10 +7,14 @@ extraction rules and the conflict checks are built from. Chinese and English are
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
+
+_T = TypeVar("_T")
 
 Lang = Literal["zh", "en"]
 Reply = Literal["confirm", "reject"]
@@ -20,6 +24,22 @@ _INVISIBLE_RE = re.compile("[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066
 _SPACE_RE = re.compile(r"[ \t\u00a0\u3000]+")
 _CJK_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 _LATIN_RE = re.compile(r"[A-Za-z]")
+
+
+def remembered(maxsize: int, max_chars: int = 2_000) -> Callable[[Callable[[str], _T]], Callable[[str], _T]]:
+    """`lru_cache` for a pure function of one text, bounded in memory as well as in entries: a text longer than
+    `max_chars` (a turn may hold 32,000) is computed every time and never kept."""
+
+    def decorate(fn: Callable[[str], _T]) -> Callable[[str], _T]:
+        cached = lru_cache(maxsize=maxsize)(fn)
+
+        @functools.wraps(fn)
+        def call(text: str) -> _T:
+            return cached(text) if len(text) <= max_chars else fn(text)
+
+        return call
+
+    return decorate
 
 
 @lru_cache(maxsize=1)
@@ -40,7 +60,7 @@ def to_simplified(text: str) -> str:
     return str(_t2s().convert(text))
 
 
-@lru_cache(maxsize=4096)
+@remembered(maxsize=4096)
 def normalize(text: str) -> str:
     """NFKC (full-width → ASCII), invisible characters removed, traditional → simplified, spaces collapsed.
     Remembered: the rules normalize the same clause again and again (negation, change cues, reply kinds)."""

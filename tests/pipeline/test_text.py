@@ -7,6 +7,7 @@ from pipeline.text import (
     is_negated,
     normalize,
     numbers_conflict,
+    remembered,
     reply_kind,
     split_clauses,
     split_sentences,
@@ -194,3 +195,24 @@ def test_a_question_without_its_mark_runs_on_into_a_statement_at_its_own_subject
     # "my"/"I'm" after a verb or a preposition of the question still belongs to it.
     assert split_clauses("how do I get my money back") == ["how do I get my money back"]
     assert split_clauses("what is my name again") == ["what is my name again"]
+
+
+def test_remembered_keeps_short_texts_and_computes_long_ones_every_time() -> None:
+    """A distillation reads each turn several times, so pure text functions are cached; a turn may hold 32,000
+    characters, so only short texts are kept (the cache's memory is bounded by entries × max_chars)."""
+    calls: list[str] = []
+
+    @remembered(maxsize=8, max_chars=10)
+    def upper(text: str) -> str:
+        calls.append(text)
+        return text.upper()
+
+    assert [upper("short"), upper("short")] == ["SHORT", "SHORT"]
+    assert calls == ["short"]
+    long = "x" * 11
+    assert [upper(long), upper(long)] == [long.upper()] * 2
+    assert calls == ["short", long, long]
+    for i in range(9):  # past maxsize, the oldest entry goes
+        upper(str(i))
+    upper("short")
+    assert calls.count("short") == 2
