@@ -27,7 +27,7 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -169,6 +169,17 @@ def choose_plan(
     return VectorPlan("iterative", ef_search=ef, max_scan_tuples=max_scan_tuples)
 
 
+_GUCS = (
+    "set_config('hnsw.iterative_scan', :order, true) || set_config('hnsw.ef_search', :ef, true)"
+    " || set_config('hnsw.max_scan_tuples', :mst, true)"
+)
+"""The GUCs of a VectorPlan's index scan, set for the current transaction only (one expression)."""
+
+
+def _guc_params(plan: VectorPlan) -> dict[str, str]:
+    return {"order": plan.order, "ef": str(plan.ef_search), "mst": str(plan.max_scan_tuples)}
+
+
 def _statement(sql: str, plan: VectorPlan, namespace: str) -> TextClause:
     """`sql` as a statement; with a `tenant` plan, `:tenant_ns` is `namespace` rendered as a literal (SQLAlchemy
     quotes it). A bound parameter would not do: a partial index is only chosen when the planner sees the value
@@ -256,6 +267,8 @@ def _candidate_ctes(
 @dataclass
 class RecallRepository:
     session: Session
+    _searching: tuple[VectorPlan, object] | None = field(default=None, init=False, repr=False)
+    """The plan whose GUCs are set, and the transaction they were set in (they last until it ends)."""
 
     # --- facts the plan depends on (cached per database) -------------------------------------------------
 
@@ -290,8 +303,13 @@ class RecallRepository:
             _sizes.put(key, cached)
         return cached
 
-    def term_counts(self, table: str, namespace: str, terms: Sequence[str]) -> tuple[int, list[int]]:
+    def term_counts(
+        self, table: str, namespace: str, terms: Sequence[str], *, search: VectorPlan | None = None
+    ) -> tuple[int, list[int]]:
         """(rows of `namespace` in `table`, and for each query term how many of those rows contain it).
+
+        With `search`, the same statement also sets that plan's GUCs for the transaction (what `_set_search`
+        does in a round trip of its own): recall reads the counts and then searches, in one transaction.
 
         Read from `namespace_term_counts`, which triggers keep exact per namespace (migration
         0007_namespace_term_counts): a term's weight never depends on another namespace's rows, and there is
@@ -308,9 +326,15 @@ class RecallRepository:
             # letter bumped: `live` <= lexeme < `livf`.
             stems.append(stem or None)
             bounds.append(stem[:-1] + chr(ord(stem[-1]) + 1) if stem else None)
+        params: dict[str, Any] = {"src": table, "ns": namespace, "terms": list(terms), "los": stems, "his": bounds}
+        gucs = ""
+        if search is not None and search.mode != "exact":
+            gucs = f"SELECT -1 AS i, length({_GUCS}) AS n UNION ALL"
+            params.update(_guc_params(search))
         rows = self.session.execute(
             text(
-                """
+                gucs
+                + """
                 SELECT 0 AS i, coalesce((SELECT c.rows FROM namespace_term_counts c
                                          WHERE c.source = :src AND c.namespace = :ns AND c.lexeme = ''), 0) AS n
                 UNION ALL
@@ -329,14 +353,11 @@ class RecallRepository:
                 FROM unnest(CAST(:terms AS text[]), CAST(:los AS text[]), CAST(:his AS text[]))
                      WITH ORDINALITY AS q(term, lo, hi, i)"""
             ),
-            {
-                "src": table,
-                "ns": namespace,
-                "terms": list(terms),
-                "los": stems,
-                "his": bounds,
-            },
+            params,
         ).all()
+        if gucs:
+            assert search is not None
+            self._searching = (search, self.session.get_transaction())
         by_index = {int(i): int(n) for i, n in rows}
         return by_index[0], [by_index[i + 1] for i in range(len(terms))]
 
@@ -447,14 +468,14 @@ class RecallRepository:
         return [dict(r) for r in self.session.execute(_statement(sql, plan, namespace), params).mappings()]
 
     def _set_search(self, plan: VectorPlan) -> None:
-        """The GUCs an iterative index scan needs, for this transaction only, in one round trip."""
-        self.session.execute(
-            text(
-                "SELECT set_config('hnsw.iterative_scan', :order, true),"
-                " set_config('hnsw.ef_search', :ef, true), set_config('hnsw.max_scan_tuples', :mst, true)"
-            ),
-            {"order": plan.order, "ef": str(plan.ef_search), "mst": str(plan.max_scan_tuples)},
-        )
+        """The GUCs an iterative index scan needs, for this transaction only, in one round trip; none when
+        `term_counts(search=plan)` already set them in this transaction."""
+        if self._searching is not None:
+            done, transaction = self._searching
+            if done == plan and transaction is not None and transaction is self.session.get_transaction():
+                return
+        self.session.execute(text(f"SELECT {_GUCS}"), _guc_params(plan))
+        self._searching = (plan, self.session.get_transaction())
 
     # --- the hybrid candidates -----------------------------------------------------------------------------
 

@@ -196,13 +196,20 @@ def term_weights(
 
 
 def _weighted_terms(
-    repo: RecallRepository, table: str, namespace: str, query: str, settings: RetrievalSettings
+    repo: RecallRepository,
+    table: str,
+    namespace: str,
+    query: str,
+    settings: RetrievalSettings,
+    *,
+    search: VectorPlan | None = None,
 ) -> list[tuple[str, float, bool]]:
-    """The query's terms weighted by their rarity among the namespace's rows of `table` (memories or episodes)."""
+    """The query's terms weighted by their rarity among the namespace's rows of `table` (memories or episodes);
+    `search`: the vector plan that follows, whose settings the same round trip makes."""
     terms = query_terms(query)
     if not terms:
         return []
-    rows, counts = repo.term_counts(table, namespace, terms)
+    rows, counts = repo.term_counts(table, namespace, terms, search=search)
     return term_weights(terms, counts, rows, seek_max_rows=settings.keyword_seek_max_rows)
 
 
@@ -297,10 +304,10 @@ def recall(
         threshold = settings.score_threshold
 
     repo = RecallRepository(session)
-    terms = _weighted_terms(repo, "memories", namespace, query, settings)
-    vector = list(query_vector) if query_vector is not None else embedder.embed([query])[0]
     want = max(settings.candidates, k)
     plan = memory_plan(repo, namespace, want=want, settings=settings)
+    terms = _weighted_terms(repo, "memories", namespace, query, settings, search=plan)
+    vector = list(query_vector) if query_vector is not None else embedder.embed([query])[0]
     found = repo.candidates(namespace, vector, terms, states=list(states), limit=want, plan=plan)
 
     scored: list[_Scored] = []

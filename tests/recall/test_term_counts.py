@@ -77,3 +77,47 @@ def test_recall_reads_exact_identifier_and_prefix_terms(session_factory, namespa
     assert [seek for *_, seek in tighter] == [False, True, False, True]
     assert [w for _, w, _ in tighter] == [w for _, w, _ in weights]  # the budget moves no weight
     assert weights[0][1] < weights[1][1] == weights[2][1] < weights[3][1]  # common < rare < never seen
+
+
+def test_the_counts_set_the_index_scan_for_their_transaction_only(engine, namespace, add_memory) -> None:
+    """term_counts(search=plan) sets the plan's GUCs in its own statement, so the search that follows makes no
+    round trip for them; after the transaction ends they are set again."""
+    from sqlalchemy.orm import Session
+
+    from hindsight.db.recall_repository import VectorPlan
+
+    add_memory("User lives in Berlin")
+    plan = VectorPlan(mode="iterative", ef_search=123, max_scan_tuples=4567, order="relaxed_order")
+    statements: list[str] = []
+
+    def gucs(s) -> tuple[str, str, str]:
+        return tuple(
+            s.execute(sa.text(f"SELECT current_setting('hnsw.{g}')")).scalar_one()
+            for g in ("iterative_scan", "ef_search", "max_scan_tuples")
+        )
+
+    with Session(engine) as s:
+        default = gucs(s)
+        s.rollback()
+        repo = RecallRepository(s)
+        listen = lambda conn, cursor, sql, *a: statements.append(sql)  # noqa: E731
+        sa.event.listen(s.get_bind(), "before_cursor_execute", listen)
+        try:
+            rows, counts = repo.term_counts("memories", namespace, ["lives", "absent"], search=plan)
+            assert (rows, counts) == (1, [1, 0])
+            repo._set_search(plan)  # noqa: SLF001 (what candidates() does before its statement)
+            assert len(statements) == 1
+            assert "set_config" in statements[0]
+            assert gucs(s) == ("relaxed_order", "123", "4567")
+            s.rollback()
+            assert gucs(s) == default  # local to the transaction
+            statements.clear()
+            repo._set_search(plan)  # noqa: SLF001 — a new transaction: its own round trip
+            assert len(statements) == 1
+            assert gucs(s) == ("relaxed_order", "123", "4567")
+            statements.clear()
+            repo._set_search(VectorPlan(mode="iterative", ef_search=40))  # noqa: SLF001 — another plan
+            assert len(statements) == 1
+            assert gucs(s)[1] == "40"
+        finally:
+            sa.event.remove(s.get_bind(), "before_cursor_execute", listen)
