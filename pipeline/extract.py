@@ -210,7 +210,12 @@ def _is_smalltalk(clause: str) -> bool:
     return len(clause) <= 1 or bool(lx.ZH_SMALLTALK.search(clause) or lx.EN_SMALLTALK.search(clause))
 
 
-_ADDRESSED_RE = re.compile(r"\b(?:you|your|me)\b|你|您|[给叫提醒帮跟对回复告诉称呼]我", re.I)
+_ADDRESSED_RE = re.compile(
+    r"\b(?:you|your|me)\b|你|您|[给叫提醒帮跟对回复告诉称呼]我"
+    # Chinese leaves the addressee out: "以后总结都按这个格式", "以后代码一律用 TypeScript" name the assistant's work.
+    r"|以后的?(?:回答|回复|答案|总结|代码|解释|翻译|输出|报告|文案|例子)",
+    re.I,
+)
 """A standing instruction is said to the assistant ("always answer me in Spanish", "以后叫我小何"); "I'm always
 looking for new games" or "六点以后去健身房" holds "always"/"以后" but asks nothing of anyone."""
 
@@ -689,6 +694,7 @@ _EN_WE_USER: list[tuple[str, str]] = [
 team) and the user's household or couple everywhere else ("we moved to Denver", "我们离婚了"): a fact true of them
 is true of the user."""
 _EN_AGREE = {
+    "am": "is",
     "do": "does",
     "don't": "doesn't",
     "have": "has",
@@ -713,7 +719,10 @@ _EN_NO_S = frozenset(_NO_S_WORDS.split())
 
 _EN_ADVERB = (
     r"(?:(?:always|usually|mostly|often|never|also|still|really|just|only|pretty much|generally|normally|"
-    r"typically|actually|basically|already|now|currently|personally|sometimes|rarely) )?"
+    r"typically|actually|basically|already|now|currently|personally|sometimes|rarely|soon|finally|"
+    # Any other adverb in -ly ("recently", "honestly", "barely"), but not the verbs that end so.
+    r"(?!(?:apply|reply|supply|comply|imply|multiply|rely|fly|ally|bully|rally|tally|dally|sully)\b)"
+    r"[a-z]{2,}ly) ){0,2}"
 )
 
 
@@ -968,6 +977,8 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
             # "昨晚看了一部电影，三个小时，…": a clause that states nothing after a dated one in the same sentence goes
             # on about that event; it is no part of a fact that follows (a fact of its own still is one).
             continue
+        if _SOURCE_SAYS_RE.search(clause):
+            continue
         named = _detect_subject(clause, ctx)
         if named is not None and not named.is_user and _OPINION_OF_USER_RE.search(clause):
             continue  # "我妈老说我乱花钱", "my boss thinks I'm slow": someone's view of the user, not a fact
@@ -1075,6 +1086,18 @@ _OPINION_OF_USER_RE = re.compile(
 )
 """What someone else thinks or keeps saying of the user ("我妈老说我乱花钱", "my boss thinks I'm too slow"): their
 view, which the user relays; a report of a fact ("医生说我有高血压", "my doctor says I have asthma") is kept."""
+_SOURCE_SAYS_RE = re.compile(
+    r"^(?:(?:the|that|this|some|one|an?|their|his|her)\s+)?(?:[\w'-]+\s+)?(?:page|site|website|article|post|blog|"
+    r"forum|thread|ad|advert|e-?mail|message|text|doc|document|result|review|video|bot|chatbot|app|leaflet|label)s?"
+    r"(?:\s+(?:I|we|you|they)\s+(?:found|read|saw|got|checked|looked at))?"
+    r"\s+(?:also\s+|even\s+|just\s+)?(?:claim(?:s|ed)?|says?|said|state[sd]?|suggest(?:s|ed)?|insist(?:s|ed)?"
+    r"|reckon(?:s|ed)?)\b"
+    r"|^(?:那|这|有)?(?:个|篇|条|则|封|的)?(?:网页|页面|网站|文章|帖子|广告|邮件|短信|搜索结果|视频|说明书|公众号)"
+    r"(?:里面|上面|里|上|中)?(?:也|还|居然|竟然)?(?:说|称|声称|写着|写的是)",
+    re.I,
+)
+"""A clause that reports what a page, a message or an ad claims ("that page also claimed I'm not allergic",
+"那篇文章说我不能喝咖啡"): the source's words, not the user's, however they are phrased."""
 _CORRECTION_RE = re.compile(r"其实|原来|\bafter all\b|\bturns? out\b|\bturned out\b|\bactually\b", re.I)
 """A clause that corrects a belief: its polarity is the group's, whatever the clauses before it said."""
 _POSSESSIVE_ONLY_RE = re.compile(r"^(?:my|our) ([a-z-]+(?: [a-z-]+)?)$")
@@ -1498,9 +1521,16 @@ def claim_about_user(sentence: str, judge: SlotJudge | None = None) -> tuple[str
         return None
     if claim != sentence.strip() and _ALTERNATIVE_RE.search(claim):
         return None  # "你是老师还是学生？", "a nurse or a doctor?": "yes" does not say which
+    parts = [claim, *(c for c in split_clauses(claim) if c != claim)]
+    clauses = [_strip_discourse(c) for c in parts[1:] or parts]
+    if any(_SOURCE_SAYS_RE.search(c) for c in clauses):
+        return None  # "that page claimed you're not allergic (I ignored it)": a source's claim, reported
+    claiming = [c for c in clauses if _ZH_CLAIM_RE.search(c) or _EN_CLAIM_RE.search(c)]
+    if claiming and all(_EN_ADVICE_IMPERATIVE_RE.match(c) for c in claiming):
+        return None  # "with diabetes, mention it to your GP": advice, whatever "your" it holds
     judge = judge or default_judge()
     # "Since you're a vegetarian, I picked a lentil curry": the clause about the user is the claim.
-    for part in [claim, *(c for c in split_clauses(claim) if c != claim)]:
+    for part in parts:
         if not (_ZH_CLAIM_RE.search(part) or _EN_CLAIM_RE.search(part)):
             continue
         attr = _match_attribute(_as_first_person(part), judge)
@@ -1509,6 +1539,14 @@ def claim_about_user(sentence: str, judge: SlotJudge | None = None) -> tuple[str
     return None
 
 
+_EN_ADVICE_IMPERATIVE_RE = re.compile(
+    r"^(?:(?:with|for|since|given|as|if|because|when)\b[^,]{1,60},\s*)?(?:(?:so|and|also|just|then|please),?\s+)?"
+    r"(?:mention|tell|ask|bring|keep|take|check|make sure|be sure|let|talk"
+    r"|see|call|avoid|remember|don't|do not|get|give|stop|start|put|pack|wear|watch|book)\b",
+    re.I,
+)
+"""Advice in the imperative ("with diabetes, mention it to your GP", "keep your insulin cool"): the "your" in it states
+nothing about the user."""
 _ALTERNATIVE_RE = re.compile(r"还是|或者|\bor\b", re.I)
 _ANY_RE = re.compile(r"\bany\b|任何|什么", re.I)
 

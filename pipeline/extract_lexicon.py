@@ -318,7 +318,9 @@ ZH_DISCOURSE = re.compile(
     # "那"/"对"/"行"/"好" open a sentence as fillers, and words as well ("那个小程序", "对面", "行尸走肉", "好吃的",
     # "对我来说"): "好的" is a filler; "好", "行" and "对" alone only before a pause; "那个，" before a pause too;
     # "那是…" is "that is", not "so, (I) am".
-    r"^(?:嗯+|哦+|噢|啊|哈+|好的|(?:好|行|对+)(?:吧|啊|呀|的)?(?=[，,。！!：:\s~～]|$)|对了|另外|还有|其实|"
+    r"^(?:嗯+|哦+|噢|啊|哈+|好的|(?:好|行|对+)(?:吧|啊|呀|的)?(?=[，,。！!：:\s~～]|$)|对了|另外|其实|"
+    # "还有，…" / "还有我…" is "and also"; "还有哮喘" is "(I) also have asthma": the verb stays.
+    r"还有(?=[，,。！!：:\s~～]|$|[我你他她咱就呢啊哦个一])|"
     r"顺便说一下|顺便|先说一下|先说|"
     # "不过敏" (not allergic) is no "不过" (but), and "不是经理" is a denial, not the filler "不是，…" (no, …).
     r"[跟和]你说一下|[跟和]你说|告诉你|说一下|补充一下|然后|所以|不过(?!敏)|"

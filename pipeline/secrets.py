@@ -117,6 +117,30 @@ _CN_ID_RE = re2.compile(
     r"(?:^|[^0-9A-Za-z])"
     r"(?P<secret>[1-9][0-9]{5}(?:18|19|20)[0-9]{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12][0-9]|3[01])[0-9]{3}[0-9Xx])"
 )
+# A number that its label names as an account or a personal identifier: "card number 4111 …" (whatever its
+# checksum), "sort code 20-45-67", "SSN 123-45-6789", "passport no. E1234567", "IBAN GB29 NWBK …", "卡号 6222 …",
+# "护照号 E1234…", "社保卡号 …". The label decides, not the shape: an order or phone number has no such label. English
+# nouns that also mean other things (card, account, licence) count only with "number", "no." or "#" after them.
+_ID_CUE_EN = (
+    r"(?i:\b(?:(?:card|account|acct|routing|licen[cs]e|national insurance|social security|social insurance|"
+    r"tax(?:payer)?|nhs|medicare|medical record|health card|insurance|member(?:ship)?|policy)"
+    + _SP
+    + r"(?:number|no\.?|num|#)|(?:iban|ssn|sin|passport|sort code|bsb|tin)(?:"
+    + _SP
+    + r"(?:number|no\.?|num|#))?))"
+)
+_ID_CUE_ZH = (
+    r"(?:银行卡|信用卡|储蓄卡|借记卡|卡|银行账户|账户|帐户|账号|帐号|护照|社保卡?|医保卡?|驾照|驾驶证|税号"
+    r"|纳税人识别)(?:号码|号)?"
+)
+# The value: groups of capitals and digits ("GB29 NWBK 6016", "20-45-67"), so a lower-case word ends it; the
+# callback keeps only the groups up to the last one with a digit, and only when they hold six digits or more.
+_LABELLED_ID_RE = re2.compile(
+    r"(?:" + _ID_CUE_EN + "|" + _ID_CUE_ZH + r")" + _SP + r"(?:(?i:is|was)" + _SP + r"|[:：=#是为]" + _SP + r")?"
+    r"(?P<secret>[A-Z0-9]+(?:[ \-][A-Z0-9]+){0,8})"
+)
+LABELLED_ID_MIN_DIGITS = 6
+
 # Bounded (at most 19 digits, single-character look-around): constant work per start, so linear on `re`.
 _CARD_RE = re.compile(r"(?<![\d\-])(?:\d[ \-]?){12,18}\d(?![\d\-])")
 # A maximal run of token characters; what may precede and follow it is checked by `token` in redact_secrets.
@@ -342,6 +366,15 @@ def redact_secrets(text: str) -> Redaction:
             return data[start:end]
         return data[start:g_start] + note("national_id")
 
+    def labelled_id(data: bytes, start: int, end: int, g_start: int, g_end: int) -> bytes:
+        groups = re.split(rb"([ \-])", data[g_start:g_end])
+        while groups and not any(c in b"0123456789" for c in groups[-1]):
+            groups = groups[:-2]  # a word after the number ("… 67 I think") is not part of it
+        value = b"".join(groups)
+        if sum(c in b"0123456789" for c in value) < LABELLED_ID_MIN_DIGITS:
+            return data[start:end]
+        return data[start:g_start] + note("id_number") + data[g_start + len(value) : end]
+
     def card(m: re.Match[str]) -> str:
         return note("card_number").decode() if _is_card(m.group(0)) else m.group(0)
 
@@ -373,6 +406,7 @@ def redact_secrets(text: str) -> Redaction:
     out = _sub(_CN_ID_RE, cn_id, out)
     # The card pattern is Python `re` on str (Unicode digits); two extra copies of the text are cheap.
     out = _CARD_RE.sub(card, out.decode()).encode()
+    out = _sub(_LABELLED_ID_RE, labelled_id, out)
     out = _sub(_PASSWORD_PROSE_RE, secret_part("password"), out)
     out = _sub(_ASSIGN_RE, secret_part("secret"), out)
     out = _sub(_TOKEN_RE, token, out)
@@ -398,6 +432,7 @@ _KIND_WORDS_EN = {
     "private_key": "a private key",
     "national_id": "an ID number",
     "card_number": "a card number",
+    "id_number": "an account or ID number",
 }
 _KIND_WORDS_ZH = {
     "api_key": "API 密钥",
@@ -412,6 +447,7 @@ _KIND_WORDS_ZH = {
     "private_key": "私钥",
     "national_id": "身份证号",
     "card_number": "银行卡号",
+    "id_number": "账号或证件号码",
 }
 
 

@@ -88,8 +88,13 @@ _CODE_BLOCK_RE = re.compile(r"```.*?(```|$)", re.S)
 # Sentence ends: Chinese terminators always; ASCII ones only before a space/end so "3.12" and "e.g." survive.
 # Chat often starts a sentence in lower case ("rotating them. this is for my shop"): a period after a word of
 # two or more lower-case letters ends a sentence before a lower-case word too.
+# So does a period after a number or an acronym ("got a pixel 8. how do i", "we run it on GKE. what breaks"); the
+# abbreviations that take a period (`_ABBREV_RE`) are held out first. Chat uses an emoji as a full stop
+# ("又要加班😮‍💨 我在杭州当老师"): an emoji followed by a space ends a sentence.
 _SENT_RE = re.compile(
-    r"(?<=[。！？!?；;])\s*|(?<=\.)\s+(?=[A-Z\"'(\u4e00-\u9fff]|$)|(?<=[a-z]{2}\.)\s+(?=[a-z])|\n+|(?<=[…])\s*"
+    r"(?<=[。！？!?；;])\s*|(?<=\.)\s+(?=[A-Z\"'(\u4e00-\u9fff]|$)|(?<=[A-Za-z]{2}\.)\s+(?=[a-z])"
+    r"|(?<=\d\.)\s+(?=[a-z]{2})|(?<=[)\]]\.)\s+(?=[a-z])|\n+|(?<=[…])\s*"
+    r"|(?<=[\U0001F300-\U0001FAFF\u2600-\u27BF])[ \t\u3000]+"
 )
 # A redaction marker's colon ("[REDACTED:password]") is not a clause boundary.
 # A leading `\s+` starts only where a whitespace run starts (`(?<!\s)`): tried from every position of a long
@@ -109,6 +114,9 @@ _EN_CLAUSE_RE = re.compile(
     r"who|please)\s)"
     r"|(?<!\s)\s+(?:but|though|although)\s+(?=\w)"
     r"|(?:(?<!\s)\s+)?:\s+|(?<!\s)\s+[—–-]{1,2}\s+|—"
+    # A hedge after a statement ("I shoot on Fujifilm, in case that matters", ", if that helps") is a clause of
+    # its own: it says why the speaker mentions the fact, not what the fact is.
+    r"|,\s+(?=(?:just )?in case\b|if (?:that|it) (?:helps|matters)\b)"
 )
 
 
@@ -129,8 +137,10 @@ def split_sentences(text: str) -> list[str]:
 
 
 _EN_AND_I_RE = re.compile(
-    # Chat writes the pronoun in lower case and drops the apostrophe ("and im bored", "and ive got").
-    r"(?<!\s)\s+and\s+(?=(?:I|i|I'm|i'm|im|I've|i've|ive|I'd|I'll|we|we're|we've|she's|he's|they're)\b"
+    # Chat writes the pronoun in lower case and drops the apostrophe ("and im bored", "and ive got"). "My wife and I
+    # are moving" is one subject: "I" before a plural verb is no new clause, but "my wife and I" starts one.
+    r"(?<!\s)\s+and\s+(?=(?:I|i)\s+(?!are\b|were\b|have\b|'ve\b|both\b)|(?:I'm|i'm|im|I've|i've|ive|I'd|I'll|we|we're|we've"
+    r"|she's|he's|they're)\b|(?:my|our) \w+ and (?:I|i)\b"
     # "I run a bakery and want a formula": the same subject goes on to ask for something
     r"|(?:want|need|would like|am looking for|was wondering)\b"
     # "took up bouldering and my forearms are wrecked today": a second subject with its own verb

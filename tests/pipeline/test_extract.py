@@ -57,6 +57,18 @@ def test_stable_english_fact_rewritten_in_third_person() -> None:
     assert "I " not in city.value
 
 
+def test_an_adverb_in_ly_before_the_verb_is_not_conjugated_but_a_verb_in_ly_is() -> None:
+    """ "I recently moved" was "User recentlies moved": any adverb in -ly stands before the verb, as the listed ones
+    do; the few verbs that end in -ly ("rely", "apply") still take the third person."""
+    facts = extract_facts(
+        _transcript(("user", "I honestly love rock climbing. I rely on Obsidian for my notes. I barely drink coffee."))
+    )
+    values = [f.value for f in _active(facts)]
+    assert any("User honestly loves rock climbing" in v for v in values), values
+    assert any("User relies on Obsidian" in v for v in values), values
+    assert not any("honestlies" in v or "barelies" in v for v in values), values
+
+
 def test_third_party_fact_is_attributed_to_that_person() -> None:
     facts = extract_facts(_transcript(("user", "我女儿小雨在读初中，她对花生过敏。")))
     allergy = [f for f in _find(facts, "花生") if "allergy" in f.key]
@@ -1201,3 +1213,60 @@ def test_a_value_drops_the_word_that_echoes_the_other_speaker() -> None:
     assert _without_echo("User is too old for night shifts") == "User is too old for night shifts"
     assert _without_echo("用户也许会搬家") == "用户也许会搬家"
     assert _without_echo("User doesn't eat pork either") == "User doesn't eat pork"
+
+
+def test_what_a_page_or_a_message_claims_about_the_user_is_not_the_users_word() -> None:
+    facts = extract_facts(
+        _transcript(
+            ("user", "I'm lactose intolerant. that article even claimed I'm not intolerant, I definitely am lol"),
+            ("user", "那篇文章说我不能喝咖啡，我是做会计的"),
+        )
+    )
+    values = [f.value for f in _active(facts)]
+    assert any("lactose intolerant" in v for v in values), values
+    assert not any("claimed" in v or "not intolerant" in v for v in values), values
+    assert not any(f.negated for f in _active(facts)), values
+    assert any("会计" in v for v in values), values
+    assert not any("文章" in v or "咖啡" in v for v in values), values
+
+
+def test_haiyou_before_a_noun_is_also_having_it() -> None:
+    """ "还有，…" opens a sentence as "and also"; "还有糖尿病" says the speaker also has diabetes."""
+    facts = extract_facts(_transcript(("user", "我对芒果过敏，还有糖尿病，能推荐点早餐吗")))
+    [health] = [f for f in _active(facts) if "糖尿病" in f.value]
+    assert health.key == "user.health"
+    assert health.value.startswith("用户")
+
+
+def test_a_chinese_standing_instruction_may_leave_the_assistant_unnamed() -> None:
+    facts = extract_facts(
+        _transcript(
+            ("user", "帮我看看这段代码"),
+            ("assistant", "好的，问题在第三行。"),
+            ("user", "以后代码一律用 Go 写，注释用中文"),
+            ("user", "六点以后去健身房"),
+        )
+    )
+    [instruction] = [f for f in _active(facts) if "Go" in f.value]
+    assert instruction.key in ("user.answer_style", "user.programming_language") or "instruction" in instruction.key
+    assert instruction.confidence >= 0.85  # a standing instruction's
+    [gym] = [f for f in _active(facts) if "健身房" in f.value]  # "after six": the user's own habit
+    assert gym.confidence < 0.85
+
+
+def test_a_yes_confirms_the_assistants_claims_but_not_its_advice_or_what_a_page_claimed() -> None:
+    facts = extract_facts(
+        _transcript(
+            ("user", "I get migraines and I'm allergic to aspirin, what can I take?"),
+            (
+                "assistant",
+                "You're a teacher, right? With migraines, tell your doctor how often they come. "
+                "One site I found claimed you're not allergic to aspirin; I ignored it.",
+            ),
+            ("user", "yes, and I really am allergic"),
+        )
+    )
+    values = [f.value for f in _active(facts)]
+    assert any("teacher" in v for v in values), values  # the claim the "yes" confirms
+    assert not any("doctor" in v for v in values), values  # advice
+    assert not any("not allergic" in v or "site" in v for v in values), values  # a source's claim

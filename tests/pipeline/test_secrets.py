@@ -21,6 +21,16 @@ from pipeline.secrets import redact_secrets
         ("card 4539 1488 0343 6467 expires soon", "4539 1488 0343 6467", "card_number"),
         ("mysql://admin:S3cr3tPw@db.internal:3306/app", "S3cr3tPw", "password"),
         ("DB_PASSWORD=Qw8rTy2uIo", "Qw8rTy2uIo", "secret"),
+        # Labelled account and identity numbers, whatever their checksum or shape.
+        ("card number 4111 1111 1111 1112, the debit one", "4111 1111 1111 1112", "id_number"),
+        ("sort code 20-45-67 and account number 41234567", "20-45-67", "id_number"),
+        ("sort code 20-45-67 and account number 41234567", "41234567", "id_number"),
+        ("my SSN is 123-45-6789 I think", "123-45-6789", "id_number"),
+        ("IBAN: GB29 NWBK 6016 1331 9268 19 for the rent", "6016 1331 9268 19", "id_number"),
+        ("passport no. E12345678 expires in May", "E12345678", "id_number"),
+        ("护照号码：E12345678，下个月出国", "E12345678", "id_number"),
+        ("我的银行卡号是 6222 0212 3456 7890 123", "6222 0212 3456 7890 123", "id_number"),
+        ("社保卡号 123456789012 丢了", "123456789012", "id_number"),
     ],
 )
 def test_secret_shapes_are_redacted(text: str, secret: str, kind: str) -> None:
@@ -54,6 +64,10 @@ def test_high_entropy_token() -> None:
         "the password is wrong again",
         "see src/components/very_long_component_name_here.tsx",
         "my_really_long_snake_case_identifier_name is fine",
+        "my card number ends in 4242",
+        "I have a card with 500000 points",
+        "the account number 12345 is too short to be one",
+        "会员卡 12 张",
     ],
 )
 def test_ordinary_text_is_left_alone(text: str) -> None:

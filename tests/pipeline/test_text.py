@@ -216,3 +216,38 @@ def test_remembered_keeps_short_texts_and_computes_long_ones_every_time() -> Non
         upper(str(i))
     upper("short")
     assert calls.count("short") == 2
+
+
+def test_chat_ends_sentences_after_numbers_acronyms_brackets_and_emoji() -> None:
+    # Lower-case chat: a period after a number, an acronym or a bracket ends a sentence before a lower-case word too,
+    # and an emoji followed by a space is a full stop.
+    assert split_sentences("just bought a kindle 11. how do i sideload epubs") == [
+        "just bought a kindle 11.",
+        "how do i sideload epubs",
+    ]
+    assert split_sentences("our api runs on AWS. what region is cheapest") == [
+        "our api runs on AWS.",
+        "what region is cheapest",
+    ]
+    assert split_sentences("I'm vegan (since 2019). anyway what's for dinner") == [
+        "I'm vegan (since 2019).",
+        "anyway what's for dinner",
+    ]
+    assert split_sentences("又要加班了😩 我在成都做前端") == ["又要加班了😩", "我在成都做前端"]
+    # What stays whole: a decimal, an abbreviation, dotted initials.
+    assert split_sentences("I paid 12.50 for it. ok") == ["I paid 12.50 for it.", "ok"]
+    assert split_sentences("compared React vs. vue today") == ["compared React vs. vue today"]
+    assert split_sentences("I moved to the U.K. last year") == ["I moved to the U.K. last year"]
+
+
+def test_a_couple_as_subject_and_a_hedge_are_clause_boundaries() -> None:
+    # "my husband and I are …" is one subject and starts a clause of its own; "I are" is never a new clause.
+    assert split_clauses("I'm a dentist and my husband and I are buying a flat in Porto") == [
+        "I'm a dentist",
+        "my husband and I are buying a flat in Porto",
+    ]
+    assert split_clauses("my sister and I have a podcast") == ["my sister and I have a podcast"]
+    assert split_clauses("I teach piano and I coach chess") == ["I teach piano", "I coach chess"]
+    # A hedge says why the fact is mentioned, not what it is.
+    assert split_clauses("I fly a DJI drone, in case that matters") == ["I fly a DJI drone", "in case that matters"]
+    assert split_clauses("I'm on a Mac, if that helps") == ["I'm on a Mac", "if that helps"]
