@@ -1088,7 +1088,7 @@ _OPINION_OF_USER_RE = re.compile(
 view, which the user relays; a report of a fact ("医生说我有高血压", "my doctor says I have asthma") is kept."""
 _SOURCE_SAYS_RE = re.compile(
     r"^(?:(?:the|that|this|some|one|an?|their|his|her)\s+)?(?:[\w'-]+\s+)?(?:page|site|website|article|post|blog|"
-    r"forum|thread|ad|advert|e-?mail|message|text|doc|document|result|review|video|bot|chatbot|app|leaflet|label)s?"
+    r"forum|thread|ad|advert|e-?mail|message|text|document|result|review|video|bot|chatbot|app|leaflet|label)s?"
     r"(?:\s+(?:I|we|you|they)\s+(?:found|read|saw|got|checked|looked at))?"
     r"\s+(?:also\s+|even\s+|just\s+)?(?:claim(?:s|ed)?|says?|said|state[sd]?|suggest(?:s|ed)?|insist(?:s|ed)?"
     r"|reckon(?:s|ed)?)\b"
