@@ -281,7 +281,8 @@ def test_summary_labels_pasted_material_the_same_way() -> None:
     assert pasted, text
     assert all(RELAYED_EN in p for p in pasted), text
     text = summarize(asked_about(ZH_EMAIL_SAYS, "这很可能是诈骗，不要转账。")).text
-    pasted = pieces_with(text, ZH_ACCOUNT)
+    assert ZH_ACCOUNT not in text  # "账户 6222…" names an account number: redacted like any labelled one
+    pasted = pieces_with(text, "所有付款")
     assert pasted, text
     assert all(RELAYED_ZH in p for p in pasted), text
     assert "护士" in text  # the user's own statement, unlabelled
