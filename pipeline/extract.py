@@ -931,6 +931,7 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
     previous = ""
     corrections: set[str] = set()  # clauses that correct what was believed ("其实不过敏", "not allergic after all")
     passing = False  # a dated clause came before in this sentence: what follows may be about that event
+    unreal = False  # a condition or a wish came before in this sentence: what follows is not the case
     for raw in split_clauses(sentence):
         clause, previous = _the_one(_strip_discourse(raw), previous), raw
         if _CORRECTION_RE.search(raw):
@@ -944,11 +945,17 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
             or (not ctx.answering and _zh_lone_noun(clause))
         ):
             continue
+        if unreal:
+            if not _REALIS_RE.match(clause):
+                continue  # the consequence of the condition before is not the case either
+            unreal = False  # "…would I need German? I'm currently in Dublin": back to what is the case
         if _UNREAL_RE.match(clause):
-            break  # the condition and its consequence are not the case
+            # The condition is not the case, nor what follows it, unless it asked and was done ("要是再算上租房呢").
+            unreal = not _is_question(clause)
+            continue
         if _MINE_RE.match(clause):
             continue  # "Mine is Icky Thump" after no question: what it is the speaker's favourite of is not said
-        clause = _as_news(_as_event(_as_self_description(clause)))
+        clause = _as_news(_as_event(_as_self_description(_said_for_me(clause))))
         _note_people(clause, ctx)  # "I live with my husband, he's a doctor": "he" is the husband
         # A change said with its date ("I start at Ocado on Monday", "上周把库迁到了 PG 16") is still a change: the
         # state it leads to lasts, and the date is resolved in the value. Other dated clauses pass.
@@ -967,10 +974,10 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
             continue
         if _FREQUENCY_ONLY_RE.match(clause):
             # "…去爬山，一个月两三次" / "I swim, three times a week": how often belongs to the clause before it.
-            if groups:
-                groups[-1][2].append(clause)
+            (groups[-1][2] if groups else pending).append(clause)  # before any fact, it leads the next one
             continue
-        attr = _match_attribute(clause, ctx.judge)
+        # A clause that only says when ("周末的话", "on weekends") states nothing itself: it leads the fact after it.
+        attr = None if _HABITUAL_LEAD_RE.match(clause) else _match_attribute(clause, ctx.judge)
         if attr is None and (_is_mood(clause) or lx.ZH_PLAN.search(clause) or lx.EN_PLAN.search(clause)):
             continue
         if passing and attr is None and not has_change_cue(clause):
@@ -1295,6 +1302,25 @@ def _as_self_description(clause: str) -> str:
     return f"I'm {m.group(1)} {m.group(2)}" if m.group(1) else f"I have {m.group(3)}"
 
 
+_EN_SAY_THAT_RE = re.compile(
+    r"^(?:(?:ok|okay|so|and|also|oh|pls|please|can you|could you|would you|maybe)[,]?\s+)*"
+    r"(?:add|mention|say|note|include|put in|write|state|point out|make (?:it )?clear|explain|tell (?:them|him|her))"
+    r"(?: in| down)?\s+that\s+((?:i|i'm|im|i've|ive|i am|my|we|we're|our)\b.+)$",
+    re.I,
+)
+_ZH_SAY_THAT_RE = re.compile(
+    r"^(?:你)?(?:记得|帮我|再|顺便)*(?:写上|加上|加一句|补充|补上|备注|注明|提一下|提到|说明|写明|标注|说一下)(?:一下|一句)?"
+    r"[:：]?\s*(我.+)$"
+)
+
+
+def _said_for_me(clause: str) -> str:
+    """ "add that I work from home most days", "记得写上我在家办公": what the user asks the assistant to write about
+    them is the user's own statement about themselves; the request around it asks for nothing that is kept."""
+    m = _ZH_SAY_THAT_RE.match(clause) if has_cjk(clause) else _EN_SAY_THAT_RE.match(clause)
+    return m.group(1) if m else clause
+
+
 _EN_REL_INSIDE_RE = re.compile(
     r"\bmy (?:[\w-]+ ){0,3}?("
     + "|".join(sorted((re.escape(r) for r in lx.EN_RELATIONS), key=len, reverse=True))
@@ -1335,6 +1361,15 @@ _FREQUENCY_ONLY_RE = re.compile(
 own, but a detail of the clause before it."""
 
 
+_HABITUAL_LEAD_RE = re.compile(
+    r"^(?:(?:每个?|一到|平时|平常)?(?:周末|工作日|早上|晚上|早晨|上班|下班)|每[天日周晚早][^，,]{0,3}|平时|平常|一般来说|通常)(?:的话|时候?)?$|"
+    r"^(?:on|at|during) (?:the )?(?:weekends?|weekdays|weeknights|workdays)$"
+    r"|^(?:every|most) (?:morning|evening|night|day|weekend)s?$|^(?:usually|normally|generally)$",
+    re.I,
+)
+"""A clause that only says when or how often what follows holds ("周末的话", "on weekends", "usually")."""
+
+
 _REFERENT_RE = re.compile(r"\b(?:it|that|this|them|those|these|him|her|you|yours)\b|这个|那个|这些|那些|它", re.I)
 _POINTED_NP_RE = re.compile(r"\b(?:that|this|those|these|the same)\s+(?=[a-z])(?!is\b|was\b|i\b|you\b)\w+", re.I)
 """A noun phrase that points back ("those genres", "that one", "this place"): what it names was said before."""
@@ -1349,6 +1384,14 @@ _UNREAL_RE = re.compile(
 )
 """A condition or a wish ("if I had a boat", "I wish I could sing", "如果我这样吃"): it and what follows it in
 the sentence describe what is not the case. (Not "我希望能…": that is as often a goal as a wish.)"""
+_REALIS_RE = re.compile(
+    r"^(?:(?:but|and) )?(?:actually|currently|right now|in reality)\b"
+    r"|^(?:(?:but|and) )?(?:i'm|im|i am|we're|we are|i|we) (?:currently|actually|now|still)\b"
+    r"|^(?:但|可)?(?:我|我们)?(?:现在|目前|其实|实际上)",
+    re.I,
+)
+"""A clause that says what is the case now ("I'm currently in Dublin", "我现在在上海"), which no condition before it
+reaches."""
 _UNSURE_RE = re.compile(r"\b(?:not sure|no idea|wonder|wondering)\b|不确定|想知道|说不定", re.I)
 """A clause that says the speaker does not know ("I'm not sure where my piano is", "我想知道…")."""
 

@@ -266,6 +266,9 @@ ZH_QUESTION = re.compile(
     r"|(?:有啥|有什么|有没有)(?:办法|方法|推荐|建议|好的?|技巧|窍门)|^有啥|(?<![没])(?:啥|什么)[呢啊呀]?$"
     # a question with no question mark, its question word inside: "换什么狗粮比较好", "选哪个合适", "咋办"
     r"|(?:什么|哪[个种家款些里]|怎么|咋).{0,12}(?:比较)?(?:好|合适|划算|靠谱)$|(?:怎么|咋)办$"
+    # a question word for an amount at the end, where Chinese asks ("大概还剩多少", "要等多久"); not 几, which
+    # also says "several" ("我已经退休了几年", "每周锻炼几次")
+    r"|(?:多少钱?|多久|多长时间|多大|多远|多高|多重)[啊呀呢]?$"
 )
 EN_QUESTION = re.compile(
     r"\?$|^(?:how|what|why|which|who|where|when|is it|is that|"

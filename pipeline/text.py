@@ -436,10 +436,16 @@ _ZH_CHANGE = (
     "卸了",
     "卸载了",
 )
+# 改 + a verb is "switched to doing" ("改学韩语", "改喝豆浆", "改骑车上班"); not 改善, 改进, 修改, 改天.
+_ZH_SWITCH_VERB_RE = re.compile(r"(?<![修更批篡])改(?:学|喝|吃|练|骑|开|养|玩|看|读|坐|听|打|跑|住|穿|抽|考|做|走|去)")
 # "雅思不考了", "咖啡不喝了": 不 + a verb + 了 ends a habit or a plan (no longer). Not "不错了", "不行了" (a state).
 _ZH_NO_LONGER_RE = re.compile(r"不(?!错|行|好|对|了|知|会|够|要|太|是)[\u4e00-\u9fff]{1,2}了")
 _EN_CHANGE_RE = re.compile(
     r"\b(?:switched|switching|moved|moving|migrated|migrating|upgraded|changed|converted) (?:to|over|from|off|onto)\b|"
+    # with what moved between ("switched everything over to a Mac", "moved our infra to GCP"); not "moved my
+    # appointment to Friday": one's own things move for a day, a whole setup moves for good
+    r"\b(?:switched|switching|moved|moving|migrated|migrating) (?:everything|it all|all of (?:it|them|our \w+)|"
+    r"our (?:\w+ )?\w+|the (?:whole|entire) \w+|us) (?:over )?(?:to|onto)\b|"
     r"\b(?:start|starting) (?:at|as|a new)\b|\bjoining\b|"
     r"\bno longer\b|\bnot anymore\b|\banymore\b|\bnow use\b|"
     r"(?<!from )\bnow on\b|\bnow i\b|\bi'm now\b|\bnow work\b|"
@@ -461,7 +467,9 @@ _EN_CHANGE_RE = re.compile(
 def has_change_cue(text: str) -> bool:
     """A change of state makes an older value wrong ("升级到", "搬到", "不再", "switched to", "no longer")."""
     t = normalize(text)
-    return any(c in t for c in _ZH_CHANGE) or bool(_ZH_NO_LONGER_RE.search(t) or _EN_CHANGE_RE.search(t))
+    return any(c in t for c in _ZH_CHANGE) or bool(
+        _ZH_NO_LONGER_RE.search(t) or _ZH_SWITCH_VERB_RE.search(t) or _EN_CHANGE_RE.search(t)
+    )
 
 
 # --- confirmation / rejection --------------------------------------------------------------------------

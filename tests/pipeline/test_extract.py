@@ -1270,3 +1270,31 @@ def test_a_yes_confirms_the_assistants_claims_but_not_its_advice_or_what_a_page_
     assert any("teacher" in v for v in values), values  # the claim the "yes" confirms
     assert not any("doctor" in v for v in values), values  # advice
     assert not any("not allergic" in v or "site" in v for v in values), values  # a source's claim
+
+
+def test_what_the_user_asks_to_have_written_about_them_is_their_own_statement() -> None:
+    [home] = _active(_facts_of("add that i work from home most days"))
+    assert home.value.startswith("User works from home")
+    [veg] = _active(_facts_of("can you mention that I'm vegetarian"))
+    assert veg.value == "User is vegetarian"
+    assert veg.key == "user.diet"
+    [office] = _active(_facts_of("记得写上我在家办公"))
+    assert office.value == "用户在家办公"
+    assert not _active(_facts_of("write that the deadline is friday"))  # not about the user
+
+
+def test_a_condition_reaches_no_further_than_its_own_question_or_what_is_the_case_now() -> None:
+    # "那要是…呢" asks and is done; before, the condition swallowed the rest of the turn
+    [city] = _active(_facts_of("那要是再算上租房呢 大概还剩多少 我现在在上海做后端 想对比一下"))
+    assert city.value == "用户现在在上海做后端"  # the amount question is no part of it
+    [ohio] = _active(_facts_of("if I had a boat, I'd sail, but I'm actually a landlubber from Ohio"))
+    assert "Ohio" in ohio.value
+    assert "sail" not in ohio.value
+    assert not _active(_facts_of("if I moved to Berlin, I would learn German, and I would get a dog"))
+
+
+def test_a_lead_that_only_says_when_is_no_fact_of_its_own() -> None:
+    [shelter] = _active(_facts_of("On weekends, I volunteer at the shelter"))
+    assert shelter.value == "On weekends, User volunteers at the shelter"
+    [swim] = _active(_facts_of("一周两次，我去游泳"))
+    assert swim.value == "一周两次，用户去游泳"

@@ -120,6 +120,15 @@ def test_change_cues() -> None:
     # something given up
     assert has_change_cue("I ditched Trello for a paper notebook")
     assert has_change_cue("piano kind of fell by the wayside after the move")
+    # a whole setup moved, with what moved between the verb and "to"; one's own appointment moving is no change
+    assert has_change_cue("I switched everything over to a MacBook Air")
+    assert has_change_cue("we moved our whole backend to Rust")
+    assert not has_change_cue("I moved my dentist appointment to Friday")
+    # 改 + a verb: switched to doing; not 修改, 改天, 改进
+    assert has_change_cue("我最近改学韩语了")
+    assert has_change_cue("早上改喝豆浆")
+    assert not has_change_cue("我改天再问你")
+    assert not has_change_cue("帮我修改一下简历")
 
 
 def test_and_my_with_its_own_verb_starts_a_second_clause() -> None:
