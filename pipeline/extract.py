@@ -870,7 +870,7 @@ _ENUMERATOR_RE = re.compile(
 
 
 def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_conf: float) -> None:
-    sentence = _strip_discourse(sentence)
+    sentence = _strip_discourse(_first_days(sentence))
     explicit = False
     for pattern in (lx.ZH_REMEMBER, lx.EN_REMEMBER):
         stripped = pattern.sub("", sentence, count=1)
@@ -1079,9 +1079,10 @@ def _named_companions(sentence: str, turn: Turn, lang: Lang, ctx: _Context, conf
 
 def _undated(clause: str) -> str:
     """A change without its passing date ("I start at Ocado on Monday" → "I start at Ocado"): a weekday or "this
-    week" means nothing a year later. Chinese dates stay: the value resolves them against the conversation."""
+    week" means nothing a year later. Chinese dates stay: the value resolves them against the conversation; 刚刚
+    ("just now") goes."""
     if has_cjk(clause):
-        return clause
+        return re.sub(r"刚刚|刚才", "", clause)  # "just now" is no date to resolve, and is untrue a year later
     return re.sub(r"\s{2,}", " ", lx.EN_TIME_TRANSIENT.sub("", clause)).strip(" ,")
 
 
@@ -1273,6 +1274,17 @@ _EN_NEW_JOB_RE = re.compile(
     re.I,
 )
 
+# "first week at kpmg", "day 3 at Shopify", "week two with Monzo": the first days at a place are the first days of
+# a job there (not at school, work, the gym: a place anyone goes to names no employer)
+_EN_FIRST_DAYS_RE = re.compile(
+    r"\b(?:(?:my )?(?:first|second|third|1st|2nd|3rd|\d+th) (?:day|week|month)"
+    r"|(?:day|week|month) (?:\d+|one|two|three)) (?:at|with) "
+    r"(?!(?:the )?(?:school|uni|university|college|work|home|gym|camp|kindergarten|daycare|nursery|church|office"
+    r"|job|new)\b)"
+    r"(?:the )?((?-i:[A-Z][\w&.-]*)(?: (?-i:[A-Z][\w&.-]*))?|[a-z][\w&.-]+)",
+    re.I,
+)
+
 
 def _as_news(clause: str) -> str:
     """A clause about "my new place in Denver" or "my new job at Monzo", whatever it says of it ("my new place in
@@ -1284,6 +1296,16 @@ def _as_news(clause: str) -> str:
         return f"I have moved to {home.group(1)}"
     job = _EN_NEW_JOB_RE.search(clause)
     return f"I now work at {job.group(1)}" if job is not None else clause
+
+
+def _first_days(sentence: str) -> str:
+    """ "ugh first week at kpmg and the portal is a maze" → "ugh; I now work at kpmg": the news as a clause of its
+    own, and what the sentence goes on to say of the first days (a passing impression) left out. Read before
+    discourse words are stripped ("first, …" opens a list, but "first week" is the week)."""
+    job = _EN_FIRST_DAYS_RE.search(sentence)
+    if job is None:
+        return sentence
+    return f"{sentence[: job.start()]}; I now work at {job.group(1)}".strip("; ")
 
 
 _AS_A_RE = re.compile(r"^as (?:(an?) ([\w' -]+)|someone (?:with|who has) ([\w' -]+))$", re.I)

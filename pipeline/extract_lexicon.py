@@ -259,7 +259,8 @@ EN_REQUEST = re.compile(
     re.I,
 )
 ZH_QUESTION = re.compile(
-    r"[?？]$|[吗呢么嘛]$|[吗呢][~～。!！]*$|^(?:怎么|怎样|为什么|为啥|什么|哪|多少|几|是否|有没有|要不要|会不会|是不是|能不能)|对吧$|好不好$|行不行$"
+    # 嘛 closes a statement as often as not ("我广州人嘛", "你懂的嘛"): a question only in 干嘛/搞嘛
+    r"[?？]$|[吗呢么]$|(?:干|搞|弄)嘛$|[吗呢][~～。!！]*$|^(?:怎么|怎样|为什么|为啥|什么|哪|多少|几|是否|有没有|要不要|会不会|是不是|能不能)|对吧$|好不好$|行不行$"
     # a verb asked as "A-not-A" anywhere in the clause: "我是不是该学 rust 啊", "周末要不要带伞"
     r"|是不是|要不要|该不该|能不能|可不可以|会不会|需不需要|值不值得|适不适合|用不用|算不算|有没有(?!有)"
     # asking for a way or a pick without a question mark ("有啥办法把…导成 markdown", "在家能练点啥")
@@ -269,6 +270,8 @@ ZH_QUESTION = re.compile(
     # a question word for an amount at the end, where Chinese asks ("大概还剩多少", "要等多久"); not 几, which
     # also says "several" ("我已经退休了几年", "每周锻炼几次")
     r"|(?:多少钱?|多久|多长时间|多大|多远|多高|多重)[啊呀呢]?$"
+    # a yes-no question asked with a closing 不 after a modal or a verb ("狗能吃西葫芦不", "好吃不"); not "我一般不"
+    r"|(?:能|会|要|可以|好|行|对|有|该)[^，,。]{0,8}不$"
 )
 EN_QUESTION = re.compile(
     r"\?$|^(?:how|what|why|which|who|where|when|is it|is that|"

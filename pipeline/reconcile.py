@@ -518,6 +518,13 @@ _REPLACED_RES = (
         r"(?:\s+on)?\s+" + _TERM,
         re.I,
     ),
+    # "Spanish is officially shelved", "the CFA was dropped", "Biscuit passed away", "we lost Biscuit in March"
+    re.compile(
+        r"([A-Za-z][\w+#.\-]*)\s+(?:is|was|'s|has been|got)\s+(?:\w+ly\s+)?"
+        r"(?:shelved|dropped|ditched|scrapped|abandoned|over)\b"
+        r"|([A-Za-z][\w+#.\-]*)\s+(?:died|passed away|passed on)\b|\blost\s+" + _TERM,
+        re.I,
+    ),
     # "keto didn't stick", "Spanish honestly didn't stick"
     re.compile(r"([A-Za-z][\w+#.\-]*)\s+(?:\w+ly\s+)?(?:didn't|did not|never)\s+(?:stick|last|work out)\b", re.I),
     re.compile(
@@ -545,7 +552,7 @@ def _replaced_terms(value: str) -> tuple[str, ...]:
     out: list[str] = []
     for pattern in _REPLACED_RES:
         for m in pattern.finditer(value):
-            term = m.group(1).strip()
+            term = next(g for g in m.groups() if g is not None).strip() if m.lastindex else ""
             if len(term) >= 2 and term.lower() not in _NOT_A_TERM and term not in out:
                 out.append(term)
     return tuple(out)
@@ -558,6 +565,10 @@ def _names(value: str, term: str) -> bool:
     # more names what it begins ("Mongo" is MongoDB, "Postgres" PostgreSQL).
     head = r"[a-z]*" if len(term) >= 4 and term.islower() else ""
     rest = r"\w*" if len(term) >= 5 else ""
+    if term.islower() and len(term) > 5 and term.endswith("ing"):
+        # "gave up on running" names "runs 5k every morning": the verb's stem, whatever its ending
+        stem = term[:-3]
+        term, rest = (stem[:-1] if len(stem) > 3 and stem[-1] == stem[-2] else stem), r"\w*"
     return bool(term) and re.search(rf"(?<!\w){head}{re.escape(term)}{rest}(?!\w)", value, re.I) is not None
 
 

@@ -1298,3 +1298,19 @@ def test_a_lead_that_only_says_when_is_no_fact_of_its_own() -> None:
     assert shelter.value == "On weekends, User volunteers at the shelter"
     [swim] = _active(_facts_of("一周两次，我去游泳"))
     assert swim.value == "一周两次，用户去游泳"
+
+
+def test_the_first_days_at_a_place_are_the_first_days_of_a_job_there() -> None:
+    [job] = _active(_facts_of("ugh first week at kpmg and the onboarding portal is a maze"))
+    assert job.key == "user.employer"
+    assert job.value == "User now works at kpmg"
+    assert job.supersedes_previous
+    [job] = _active(_facts_of("day 3 at Shopify, how do people keep up with slack"))
+    assert job.value == "User now works at Shopify"
+    assert not [f for f in _facts_of("first day at school tomorrow for my son") if f.key == "user.employer"]
+
+
+def test_a_closing_ma_states_and_a_closing_bu_after_a_modal_asks() -> None:
+    # 嘛 closes a statement ("I'm from Guangzhou, you know"); "…能吃西葫芦不" asks whether the dog may eat it
+    assert [f for f in _facts_of("我广州人嘛") if "广州" in f.value]
+    assert not _active(_facts_of("狗能吃西葫芦不"))

@@ -431,3 +431,23 @@ def test_what_is_left_of_a_value_keeps_its_own_polarity() -> None:
     assert (refresh.action, refresh.target_id) == ("refresh", old.id)
     assert rest.fact.value == "User doesn't drink coffee any more"
     assert rest.fact.negated
+
+
+def test_a_habit_given_up_names_the_memory_by_its_verb_and_a_companion_lost_retires_it() -> None:
+    """ "gave up on running" names "runs 5k every morning" (the verb's stem); "lost Biscuit" and "X is shelved"
+    name what ended, under whatever key the old memory was written."""
+    runs = mem("user.gym_routine", "User runs 5k every morning before work", 0)
+    pool = fact("user.exercise", "User's knees gave up on running, it's the pool now", 60, supersedes_previous=True)
+    [op] = reconcile([pool], [runs], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("supersede", runs.id)
+    swims = mem("user.hobby", "User swims at the lido", 0)
+    [op] = reconcile([pool], [swims], dedupe_threshold=T)
+    assert op.action == "insert"  # a memory that names no running is not what was given up
+    cat = mem("user.companion", "User has a cat named Biscuit", 0)
+    lost = fact("user.pet", "User lost Biscuit in March", 60, supersedes_previous=True)
+    [op] = reconcile([lost], [cat], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("supersede", cat.id)
+    spanish = mem("user.learning", "User is learning Spanish", 0)
+    shelved = fact("user.language", "Spanish is officially shelved, Japanese now", 60, supersedes_previous=True)
+    [op] = reconcile([shelved], [spanish], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("supersede", spanish.id)

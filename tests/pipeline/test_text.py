@@ -129,6 +129,11 @@ def test_change_cues() -> None:
     assert has_change_cue("早上改喝豆浆")
     assert not has_change_cue("我改天再问你")
     assert not has_change_cue("帮我修改一下简历")
+    assert has_change_cue("我刚刚开始了新的生活教练工作")  # started a new job, as "new job" in English
+    assert not has_change_cue("我想找新工作")
+    assert has_change_cue("去年伤了膝盖以后就没再跑过")  # 没再: not since
+    assert has_change_cue("spanish is officially shelved")
+    assert has_change_cue("our old cat passed away in March")
 
 
 def test_and_my_with_its_own_verb_starts_a_second_clause() -> None:
