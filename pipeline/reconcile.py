@@ -530,10 +530,10 @@ _REPLACED_RES = (
     re.compile(
         r"(?:不再|放弃了?|离开了?|辞掉了?)\s*(?:用|喝|吃|学|做|玩|去)?\s*([A-Za-z][\w+#.\-]*|[\u4e00-\u9fff]{2,6}?)(?:了|[，,。]|$)"
     ),
-    # "VS Code 已经卸了", "微信读书删了": the object before the verb that removed it
+    # "VS Code 已经卸了", "微信读书删了", "日语那摊子早扔了": the object before the verb that removed or dropped it
     re.compile(
-        r"(?:我们?|用户)?(?:把|将)?\s*([A-Za-z][\w+#.\-]*(?: [A-Z][\w+#.\-]*)?|[\u4e00-\u9fff]{2,6})\s*"
-        r"(?:已经|早就|也)?(?:卸了|卸载了|删了|退了)"
+        r"(?:我们?|用户)?(?:把|将)?\s*([A-Za-z][\w+#.\-]*(?: [A-Z][\w+#.\-]*)?|[\u4e00-\u9fff]{2,6}?)\s*"
+        r"(?:那摊子|这块|那块)?\s*(?:已经|早就?|也)?(?:卸了|卸载了|删了|退了|扔了|丢下了|荒废了|停了)"
     ),
 )
 _NOT_A_TERM_TEXT = (

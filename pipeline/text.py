@@ -417,6 +417,11 @@ _ZH_CHANGE = (
     "再也不",
     "没再",
     "再没",
+    "结婚了",
+    "离婚了",
+    "分手了",
+    "扔了",
+    "荒废了",
     "不用了",
     "戒了",
     "戒掉",
@@ -443,6 +448,8 @@ _ZH_SWITCH_VERB_RE = re.compile(
     r"(?<![修更批篡])改(?:学|喝|吃|练|骑|开|养|玩|看|读|坐|听|打|跑|住|穿|抽|考|做|走|去)"
     # a new job begun or found ("开始了新的生活教练工作", "找到新工作了"); not one needed or looked for ("想找新工作")
     r"|(?:开始了?|入职了?|换了|有了|找到了?)新的?[\u4e00-\u9fffA-Za-z]{0,8}(?:工作|岗位|职位)"
+    # a marriage registered ("上个月刚领的证")
+    r"|领(?:了|的)?(?:结婚)?证"
 )
 # "雅思不考了", "咖啡不喝了": 不 + a verb + 了 ends a habit or a plan (no longer). Not "不错了", "不行了" (a state).
 _ZH_NO_LONGER_RE = re.compile(r"不(?!错|行|好|对|了|知|会|够|要|太|是)[\u4e00-\u9fff]{1,2}了")
@@ -465,7 +472,9 @@ _EN_CHANGE_RE = re.compile(
     # A state that began at a time ("been vegan since March", "we've lived in Lisbon since June") replaced another.
     r"\b(?:been|lived|living|worked|working)\b[^.,;!?]{1,40}?\bsince\b|"
     # Something given up ("dropped Spanish", "ditched Notion", "spanish just kind of fell off").
-    r"\b(?:dropped|ditched|shelved|scrapped)\b|\bfell (?:off|away|by the wayside)\b|\b(?:passed away|died)\b",
+    r"\b(?:dropped|ditched|shelved|scrapped)\b|\bfell (?:off|away|by the wayside)\b|\b(?:passed away|died)\b|"
+    # a marriage, an engagement; losing someone named ("we lost Biscuit in March")
+    r"\bgot (?:married|engaged|hitched)\b|\b(?:i|we) lost (?:my |our )?(?-i:[A-Z])\w+",
     re.I,
 )
 

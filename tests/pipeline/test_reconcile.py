@@ -451,3 +451,9 @@ def test_a_habit_given_up_names_the_memory_by_its_verb_and_a_companion_lost_reti
     shelved = fact("user.language", "Spanish is officially shelved, Japanese now", 60, supersedes_previous=True)
     [op] = reconcile([shelved], [spanish], dedupe_threshold=T)
     assert (op.action, op.target_id) == ("supersede", spanish.id)
+
+    # "日语那摊子早扔了": what was dropped stands before the verb, its measure word left out
+    japanese = mem("user.learning", "用户在学日语，目标是考N2", 0)
+    dropped = fact("user.language", "用户日语那摊子早扔了，现在每个周末上西班牙语班", 60, supersedes_previous=True)
+    [op] = reconcile([dropped], [japanese], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("supersede", japanese.id)

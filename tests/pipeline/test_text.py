@@ -134,6 +134,12 @@ def test_change_cues() -> None:
     assert has_change_cue("去年伤了膝盖以后就没再跑过")  # 没再: not since
     assert has_change_cue("spanish is officially shelved")
     assert has_change_cue("our old cat passed away in March")
+    # a marriage, someone named lost; not keys or weight
+    assert has_change_cue("我跟我老婆上个月刚领的证")
+    assert has_change_cue("we got married in May")
+    assert has_change_cue("We lost Biscuit in March")
+    assert not has_change_cue("I lost my keys today")
+    assert not has_change_cue("我去领快递")
 
 
 def test_and_my_with_its_own_verb_starts_a_second_clause() -> None:
