@@ -1061,7 +1061,10 @@ def _named_companions(sentence: str, turn: Turn, lang: Lang, ctx: _Context, conf
     """Keep "User has a greyhound named Pepper" when the sentence names one of the user's animals or relatives and
     no fact drawn from it (`ctx.drafts[since:]`) names them. The classifier judges what "I have a <noun>" is:
     only a pet or a family member is kept ("my boss Mike" is not a companion)."""
-    if lang != "en" or _UNREAL_RE.match(sentence):
+    if _UNREAL_RE.match(sentence):
+        return
+    if lang == "zh":
+        _zh_named_pets(sentence, turn, ctx, conf, since=since)
         return
     for m in _MY_NAMED_RE.finditer(sentence):
         noun, name = m.group(1), m.group(2)
@@ -1075,6 +1078,37 @@ def _named_companions(sentence: str, turn: Turn, lang: Lang, ctx: _Context, conf
         if kind_of.slot in _COMPANION_SLOTS and kind_of.probability >= COMPANION_MIN_PROBABILITY:
             attr = _SLOT_ATTRIBUTES[kind_of.slot]
             _add(ctx, f"user.{kind_of.slot}", attr.kind, f"I have a {noun} named {name}", turn, conf, USER, lang)
+
+
+_ZH_MINE_RE = re.compile(r"(?:我们家|我家|我的)的?")
+ZH_PET_KIND_MIN_PROBABILITY = 0.9
+"""How sure the classifier must be that "我养了一只<noun>" is a pet for the noun to be a kind of animal (金毛 0.99,
+英短蓝猫 0.94, 猫咪 0.92); a name is no kind of animal (可乐 0.16, 豆豆 0.17, 奶盖 0.65), and neither is 楼下 (0.66)."""
+
+
+def _zh_named_pets(sentence: str, turn: Turn, ctx: _Context, conf: float, *, since: int) -> None:
+    """ "我家金毛可乐能吃西葫芦不", "我的猫咪年糕今天不吃饭": the user's animal, named after its kind, whatever the
+    sentence asks or says of it now. jieba's words after 我家/我的: the shortest run that the classifier takes for a
+    kind of pet, then a word of two or three characters that it does not take for one, which ends a noun phrase."""
+    import jieba.posseg as pseg
+
+    for m in _ZH_MINE_RE.finditer(sentence):
+        words = [t for t in pseg.lcut(sentence[m.end() : m.end() + 16]) if t.word.strip()]
+        for k in range(1, min(len(words) - 1, 4)):
+            kind, name = "".join(t.word for t in words[:k]), words[k]
+            if not (has_cjk(kind) and re.fullmatch(r"[\u4e00-\u9fff]{2,3}", name.word)):
+                continue
+            if k + 1 < len(words) and words[k + 1].flag[:1] == "n":
+                continue  # the name would run on into a noun: no name here
+            kind_of = ctx.judge.predict(f"我养了一只{kind}")  # what the words are, without the name to sway it
+            if kind_of.slot != "pet" or kind_of.probability < ZH_PET_KIND_MIN_PROBABILITY:
+                continue
+            if ctx.judge.predict(f"我养了一只{name.word}").probability >= 0.8:
+                continue  # a second kind ("英短 蓝猫"): the name, if any, comes after it
+            if not any(name.word in p for d in ctx.drafts[since:] for p in d.parts):
+                attr = _SLOT_ATTRIBUTES["pet"]
+                _add(ctx, "user.pet", attr.kind, f"我养了一只{kind}，叫{name.word}", turn, conf, USER, "zh")
+            break
 
 
 def _undated(clause: str) -> str:

@@ -1314,3 +1314,14 @@ def test_a_closing_ma_states_and_a_closing_bu_after_a_modal_asks() -> None:
     # 嘛 closes a statement ("I'm from Guangzhou, you know"); "…能吃西葫芦不" asks whether the dog may eat it
     assert [f for f in _facts_of("我广州人嘛") if "广州" in f.value]
     assert not _active(_facts_of("狗能吃西葫芦不"))
+
+
+def test_a_chinese_pet_named_after_its_kind_is_kept_whatever_the_sentence_asks() -> None:
+    [dog] = _active(_facts_of("我家金毛可乐能吃西葫芦不"))
+    assert dog.key == "user.pet"
+    assert dog.value == "用户养了一只金毛，叫可乐"
+    [cat] = _active(_facts_of("我家英短蓝猫奶盖最近胖到 7 公斤了 要不要换低脂粮"))  # a kind of two words, then a name
+    assert cat.value == "用户养了一只英短蓝猫，叫奶盖"
+    # not a pet: downstairs, a phone
+    assert not [f for f in _facts_of("我家楼下新开了一家店") if f.key == "user.pet"]
+    assert not [f for f in _facts_of("我的手机屏幕碎了") if f.key == "user.pet"]
