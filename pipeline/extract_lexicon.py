@@ -269,7 +269,7 @@ ZH_QUESTION = re.compile(
     r"|(?:什么|哪[个种家款些里]|怎么|咋).{0,12}(?:比较)?(?:好|合适|划算|靠谱)$|(?:怎么|咋)办$"
     # a question word for an amount at the end, where Chinese asks ("大概还剩多少", "要等多久"); not 几, which
     # also says "several" ("我已经退休了几年", "每周锻炼几次")
-    r"|(?:多少钱?|多久|多长时间|多大|多远|多高|多重)[啊呀呢]?$"
+    r"|(?:多少钱?|多久|多长时间|(?<!差不)多大|多远|多高|多重)[啊呀呢]?$"
     # a yes-no question asked with a closing 不 after a modal or a verb ("狗能吃西葫芦不", "好吃不"); not "我一般不"
     r"|(?:能|会|要|可以|好|行|对|有|该)[^，,。]{0,8}不$"
 )

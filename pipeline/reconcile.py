@@ -566,9 +566,10 @@ def _names(value: str, term: str) -> bool:
     head = r"[a-z]*" if len(term) >= 4 and term.islower() else ""
     rest = r"\w*" if len(term) >= 5 else ""
     if term.islower() and len(term) > 5 and term.endswith("ing"):
-        # "gave up on running" names "runs 5k every morning": the verb's stem, whatever its ending
+        # "gave up on running" names "runs 5k every morning": a word that begins with the verb's stem ("brunch"
+        # holds "run" but does not begin with it)
         stem = term[:-3]
-        term, rest = (stem[:-1] if len(stem) > 3 and stem[-1] == stem[-2] else stem), r"\w*"
+        head, term, rest = "", (stem[:-1] if len(stem) > 3 and stem[-1] == stem[-2] else stem), r"\w*"
     return bool(term) and re.search(rf"(?<!\w){head}{re.escape(term)}{rest}(?!\w)", value, re.I) is not None
 
 

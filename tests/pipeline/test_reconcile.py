@@ -440,7 +440,7 @@ def test_a_habit_given_up_names_the_memory_by_its_verb_and_a_companion_lost_reti
     pool = fact("user.exercise", "User's knees gave up on running, it's the pool now", 60, supersedes_previous=True)
     [op] = reconcile([pool], [runs], dedupe_threshold=T)
     assert (op.action, op.target_id) == ("supersede", runs.id)
-    swims = mem("user.hobby", "User swims at the lido", 0)
+    swims = mem("user.hobby", "User swims at the lido and loves a long brunch", 0)
     [op] = reconcile([pool], [swims], dedupe_threshold=T)
     assert op.action == "insert"  # a memory that names no running is not what was given up
     cat = mem("user.companion", "User has a cat named Biscuit", 0)
