@@ -973,11 +973,11 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         if ctx.speaker is not None and _addresses_other(clause, ctx):
             continue
         if _FREQUENCY_ONLY_RE.match(clause):
-            # "…去爬山，一个月两三次" / "I swim, three times a week": how often belongs to the clause before it.
-            (groups[-1][2] if groups else pending).append(clause)  # before any fact, it leads the next one
+            # "…去爬山，一个月两三次" / "I swim, three times a week": how often belongs to the clause before it; before
+            # any fact ("周末的话，…", "On weekends, …"), it leads the next one.
+            (groups[-1][2] if groups else pending).append(clause)
             continue
-        # A clause that only says when ("周末的话", "on weekends") states nothing itself: it leads the fact after it.
-        attr = None if _HABITUAL_LEAD_RE.match(clause) else _match_attribute(clause, ctx.judge)
+        attr = _match_attribute(clause, ctx.judge)
         if attr is None and (_is_mood(clause) or lx.ZH_PLAN.search(clause) or lx.EN_PLAN.search(clause)):
             continue
         if passing and attr is None and not has_change_cue(clause):
@@ -1084,6 +1084,9 @@ _ZH_MINE_RE = re.compile(r"(?:我们家|我家|我的)的?")
 ZH_PET_KIND_MIN_PROBABILITY = 0.9
 """How sure the classifier must be that "我养了一只<noun>" is a pet for the noun to be a kind of animal (金毛 0.99,
 英短蓝猫 0.94, 猫咪 0.92); a name is no kind of animal (可乐 0.16, 豆豆 0.17, 奶盖 0.65), and neither is 楼下 (0.66)."""
+ZH_PET_NAME_MAX_PROBABILITY = 0.8
+"""A word after the kind that the classifier takes for a pet this surely is a second kind (蓝猫 0.97), not a name
+(可乐 0.16, 奶盖 0.65)."""
 
 
 def _zh_named_pets(sentence: str, turn: Turn, ctx: _Context, conf: float, *, since: int) -> None:
@@ -1094,20 +1097,24 @@ def _zh_named_pets(sentence: str, turn: Turn, ctx: _Context, conf: float, *, sin
 
     for m in _ZH_MINE_RE.finditer(sentence):
         words = [t for t in pseg.lcut(sentence[m.end() : m.end() + 16]) if t.word.strip()]
-        for k in range(1, min(len(words) - 1, 4)):
-            kind, name = "".join(t.word for t in words[:k]), words[k]
-            if not (has_cjk(kind) and re.fullmatch(r"[\u4e00-\u9fff]{2,3}", name.word)):
-                continue
-            if k + 1 < len(words) and words[k + 1].flag[:1] == "n":
-                continue  # the name would run on into a noun: no name here
-            kind_of = ctx.judge.predict(f"我养了一只{kind}")  # what the words are, without the name to sway it
+        splits = [
+            (kind, words[k].word)
+            for k in range(1, min(len(words) - 1, 4))
+            if has_cjk(kind := "".join(t.word for t in words[:k]))
+            and re.fullmatch(r"[\u4e00-\u9fff]{2,3}", words[k].word)
+            and words[k + 1].flag[:1] != "n"  # a name would run on into a noun
+        ]
+        # What the words are, without the name to sway it: every reading asked in one batch.
+        ctx.judge.prime([f"我养了一只{w}" for split in splits for w in split])
+        for kind, name in splits:
+            kind_of = ctx.judge.predict(f"我养了一只{kind}")
             if kind_of.slot != "pet" or kind_of.probability < ZH_PET_KIND_MIN_PROBABILITY:
                 continue
-            if ctx.judge.predict(f"我养了一只{name.word}").probability >= 0.8:
+            if ctx.judge.predict(f"我养了一只{name}").probability >= ZH_PET_NAME_MAX_PROBABILITY:
                 continue  # a second kind ("英短 蓝猫"): the name, if any, comes after it
-            if not any(name.word in p for d in ctx.drafts[since:] for p in d.parts):
+            if not any(name in p for d in ctx.drafts[since:] for p in d.parts):
                 attr = _SLOT_ATTRIBUTES["pet"]
-                _add(ctx, "user.pet", attr.kind, f"我养了一只{kind}，叫{name.word}", turn, conf, USER, "zh")
+                _add(ctx, "user.pet", attr.kind, f"我养了一只{kind}，叫{name}", turn, conf, USER, "zh")
             break
 
 
@@ -1410,20 +1417,16 @@ _FREQUENCY_ONLY_RE = re.compile(
     r"^(?:大概|大约|差不多|基本上?)?(?:每|一)(?:天|日|周|星期|礼拜|个?月|年|次)[一两二三四五六七八九十几\d～~\-到]*"
     r"(?:次|回|趟|个?小时|分钟|公里)?(?:左右)?$|"
     r"^(?:(?:about|around|roughly|usually|like) )?(?:(?:once|twice|\w+ times?) (?:a|per|each|every) \w+|"
-    r"every (?:day|week|weekend|month|morning|evening|night)|(?:an?|one|two|\d+) hours? (?:a|each|per) \w+)$",
-    re.I,
-)
-"""A clause that only says how often or how long ("一周两次", "每次半小时", "twice a week"): no fact of its
-own, but a detail of the clause before it."""
-
-
-_HABITUAL_LEAD_RE = re.compile(
-    r"^(?:(?:每个?|一到|平时|平常)?(?:周末|工作日|早上|晚上|早晨|上班|下班)|每[天日周晚早][^，,]{0,3}|平时|平常|一般来说|通常)(?:的话|时候?)?$|"
-    r"^(?:on|at|during) (?:the )?(?:weekends?|weekdays|weeknights|workdays)$"
+    r"every (?:day|week|weekend|month|morning|evening|night)|(?:an?|one|two|\d+) hours? (?:a|each|per) \w+)$"
+    # when it holds: "周末的话", "平时", "on weekends", "most mornings", "usually"
+    r"|^(?:(?:每个?|一到|平时|平常)?(?:周末|工作日|早上|晚上|早晨|上班|下班)|每[天日周晚早][^，,]{0,3}|平时|平常|一般来说|通常)"
+    r"(?:的话|时候?)?$"
+    r"|^(?:on|at|during) (?:the )?(?:weekends?|weekdays|weeknights|workdays)$"
     r"|^(?:every|most) (?:morning|evening|night|day|weekend)s?$|^(?:usually|normally|generally)$",
     re.I,
 )
-"""A clause that only says when or how often what follows holds ("周末的话", "on weekends", "usually")."""
+"""A clause that only says how often, how long or when ("一周两次", "每次半小时", "twice a week", "周末的话", "on
+weekends"): no fact of its own, but a detail of the clause it goes with."""
 
 
 _REFERENT_RE = re.compile(r"\b(?:it|that|this|them|those|these|him|her|you|yours)\b|这个|那个|这些|那些|它", re.I)
