@@ -442,13 +442,27 @@ def _key_for(subject: Subject, attr: lx.Attribute, clause: str) -> str:
 
 # --- subjects ----------------------------------------------------------------------------------------------
 
-_ZH_REL_RE = re.compile(r"^(?:我的?|俺的?)(" + "|".join(sorted(lx.ZH_RELATIONS, key=len, reverse=True)) + r")(?:叫)?")
+_ZH_REL_RE = re.compile(
+    r"^(?:我的?|俺的?)(?:新的?|现在的)?(" + "|".join(sorted(lx.ZH_RELATIONS, key=len, reverse=True)) + r")(?:叫)?"
+)
 _EN_REL_RE = re.compile(
     r"^(?:and |also |but )?(?:my|our) (?:\w+ )?("
     + "|".join(sorted((re.escape(r) for r in lx.EN_RELATIONS), key=len, reverse=True))
     + r")\b(?:,? (?:is |named |called )?(?-i:((?:(?:Dr|Mr|Mrs|Ms|Prof)\. )?[A-Z][a-z]+(?: [A-Z][a-z]+)?)))?",
     re.I,
 )
+_ONE_AT_A_TIME_EN = [w for w, r in lx.EN_RELATIONS.items() if r in lx.ONE_AT_A_TIME or w in lx.ONE_AT_A_TIME]
+_ONE_AT_A_TIME_ZH = [w for w, r in lx.ZH_RELATIONS.items() if r in lx.ONE_AT_A_TIME]
+_NEW_RELATION_RE = re.compile(
+    r"\b(?:my|our) new (?:\w+ )?(?:"
+    + "|".join(sorted(map(re.escape, _ONE_AT_A_TIME_EN), key=len, reverse=True))
+    + r")\b|(?:我的?|俺的?)(?:新的?|现在的)(?:"
+    + "|".join(sorted(_ONE_AT_A_TIME_ZH, key=len, reverse=True))
+    + r")",
+    re.I,
+)
+"""A new one of a relation a person has one at a time ("my new manager Sam", "我新领导老陈"): the old one no
+longer is."""
 _EN_NAME_SUBJECT_RE = re.compile(r"^((?:(?:Dr|Mr|Mrs|Ms)\. )?[A-Z][a-z]+(?: [A-Z][a-z]+)?)(?:'s)?\s+(.*)$")
 _EN_NOT_NAMES = frozenset(
     [
@@ -1580,7 +1594,7 @@ def _add(
             confidence=round(max(0.05, min(confidence, 0.95)), 3),
             subject=subject,
             negated=[_polarity(text) if negated is None else negated],
-            supersedes=has_change_cue(text),
+            supersedes=has_change_cue(text) or _NEW_RELATION_RE.search(text) is not None,
             lang=lang,
             also=list(also or ()),
         )

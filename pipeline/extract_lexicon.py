@@ -104,6 +104,7 @@ ZH_RELATIONS: dict[str, str] = {
     "邻居": "neighbor",
     "医生": "doctor",
     "师父": "mentor",
+    "房东": "landlord",
 }
 EN_RELATIONS: dict[str, str] = {
     "son": "son",
@@ -131,6 +132,7 @@ EN_RELATIONS: dict[str, str] = {
     "co-worker": "colleague",
     "boss": "boss",
     "manager": "manager",
+    "supervisor": "boss",
     "accountant": "accountant",
     "lawyer": "lawyer",
     "doctor": "doctor",
@@ -170,6 +172,24 @@ EN_RELATIONS: dict[str, str] = {
     "fiancee": "partner",
     "fiancée": "partner",
 }
+ONE_AT_A_TIME: dict[str, str] = {
+    "boss": "boss",
+    "manager": "boss",
+    "supervisor": "boss",
+    "partner": "partner",
+    "spouse": "partner",
+    "wife": "partner",
+    "husband": "partner",
+    "girlfriend": "partner",
+    "boyfriend": "partner",
+    "fiance": "partner",
+    "fiancee": "partner",
+    "landlord": "landlord",
+    "therapist": "therapist",
+    "advisor": "advisor",
+}
+"""Relations a person has one of at a time, by the relation (or a key's word for it) → which one: a new manager
+is the end of the old one's being the manager, where a new friend is one more friend."""
 # Verbs that make a capitalised clause subject a person ("Priya runs on-call", "Tomasz is our EM").
 EN_PERSON_VERBS = re.compile(
     r"^(?:runs|owns|manages|leads|joined|just joined|works|handles|teaches|reports|writes|maintains|"

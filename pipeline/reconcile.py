@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from pipeline import extract_lexicon as lx
 from pipeline.slots import BY_NAME, KEY_FILLER, canonical_slot, exact_slot, key_slot
 from pipeline.text import content_tokens, core_negated, extract_numbers, has_cjk, normalize, numbers_conflict
 from schemas.pipeline import (
@@ -338,6 +339,9 @@ def _decide(fact: CandidateFact, emb: list[float], pool: list[_Mem], threshold: 
         candidates = [m for m in pool if m.state in _LIVE]
 
     same_key = [m for m in candidates if keys_match(m.key, fact.key)]
+    former = None if untrusted else _former_holder(fact, emb, candidates)
+    if former is not None:
+        return _supersede(fact, emb, former, f"a new {_relation(fact.key)[0]}: {former.key} held that relation")
     replaced = None if untrusted else _named_source(fact, candidates)
     if replaced is not None and not any(_replaces(fact, m) for m in same_key):
         # "switched from Polars to DuckDB" retires the memory that names Polars, whichever slot it was filed
@@ -502,6 +506,7 @@ _TERM = (
     r"(?:(?:the|my|our|a|an|user's|the user's)\s+)?(?:(?:old|former|previous|ex-?)\s*)?"
     r"([A-Za-z][\w+#.\-]*(?-i:\s[A-Z][\w+#.\-]*)?)"
 )
+_PARTED = r"(?:have |had )?(?:broke up|split up|split|separated|divorced|got divorced)\b"
 _REPLACED_RES = (
     re.compile(r"\bfrom\s+([A-Za-z][\w+#.\-]*(?-i:\s[A-Z][\w+#.\-]*)?)\s+(?:to|for|onto)\b", re.I),
     # "从后端转岗到算法", "从北京搬到": a verb of one or two characters may stand before 到.
@@ -525,6 +530,12 @@ _REPLACED_RES = (
         r"|([A-Za-z][\w+#.\-]*)\s+(?:died|passed away|passed on)\b|\blost\s+" + _TERM,
         re.I,
     ),
+    # "Hannah and I broke up", "broke up with Hannah", "divorced Tom", "我和小雨分手了", "跟老李离婚了"
+    re.compile(
+        rf"([A-Z][a-z]+) and (?:I|me|the user|User) {_PARTED}|(?:\bI|\b[Uu]ser|\bthe user) and ([A-Z][a-z]+) {_PARTED}"
+        r"|\b(?:broke up|split up|split|separated) (?:with|from) ([A-Z][a-z]+)|\bdivorced ([A-Z][a-z]+)"
+    ),
+    re.compile(r"(?:和|跟|与)\s*([\u4e00-\u9fff]{2,3}|[A-Za-z]+)\s*(?:已经|早就?)?(?:分手|离婚|分开|分)了"),
     # "keto didn't stick", "Spanish honestly didn't stick"
     re.compile(r"([A-Za-z][\w+#.\-]*)\s+(?:\w+ly\s+)?(?:didn't|did not|never)\s+(?:stick|last|work out)\b", re.I),
     re.compile(
@@ -579,6 +590,53 @@ def _replaces(fact: CandidateFact, mem: _Mem) -> bool:
     return any(_names(mem.value, term) for term in _replaced_terms(fact.value))
 
 
+@lru_cache(maxsize=4096)
+def _relation(key: str) -> tuple[str | None, str | None]:
+    """(which one-at-a-time relation, the person's name) a key is about: `manager:sam.identity` → (boss, sam), a
+    writer's `user.manager` or `user.girlfriend` → (boss, None), (partner, None); (None, None) for other keys."""
+    subject, _, attr = key.lower().partition(".")
+    rel, _, name = subject.partition(":")
+    if name:
+        return lx.ONE_AT_A_TIME.get(lx.EN_RELATIONS.get(rel, rel)), name
+    if subject != "user":
+        return None, None
+    for token in re.split(r"[._\-]+", attr):
+        family = lx.ONE_AT_A_TIME.get(lx.EN_RELATIONS.get(token, token))
+        if family:
+            return family, None
+    return None, None
+
+
+_WHO_THEY_ARE = frozenset(("identity", "name", "family"))
+"""The attributes of a relation's subject that say who the person is to the user (`manager:priya.name`)."""
+
+
+def _former_holder(fact: CandidateFact, emb: list[float], candidates: list[_Mem]) -> _Mem | None:
+    """The memory that named someone else in a relation a person has one of at a time, when a change names a new one
+    ("my new manager Sam" retires "User's manager is Priya" or `manager:priya.name`). Only the statement of who held
+    the relation: what else is known about that person stays true of them."""
+    family, name = _relation(fact.key)
+    if family is None or name is None or not fact.supersedes_previous:
+        return None
+    former = []
+    for m in candidates:
+        if m.pinned:
+            continue
+        m_family, m_name = _relation(m.key)
+        if m_family != family:
+            continue
+        if (m_name is None and not _names(m.value, name)) or (m_name not in (None, name) and _holds_relation(m)):
+            former.append(m)
+    return max(former, key=lambda m: _similarity(fact, emb, m)) if former else None
+
+
+def _holds_relation(mem: _Mem) -> bool:
+    """A memory that says who holds a one-at-a-time relation to the user (`partner:hannah.family`): the user's
+    own statement that it ended ("Hannah and I broke up") retires it."""
+    family, name = _relation(mem.key)
+    return family is not None and name is not None and mem.key.partition(".")[2] in _WHO_THEY_ARE
+
+
 def _named_source(fact: CandidateFact, candidates: list[_Mem]) -> _Mem | None:
     """The one live, unpinned memory of the fact's subject, under another key, that names what the change moved
     away from. A correction ("cashews, not peanuts") needs no change cue; other terms do."""
@@ -587,7 +645,8 @@ def _named_source(fact: CandidateFact, candidates: list[_Mem]) -> _Mem | None:
     subject = canonical_key(fact.key)[0]
     named = [
         m for m in candidates
-        if not m.pinned and canonical_key(m.key)[0] == subject and m.key != fact.key and _replaces(fact, m)
+        if not m.pinned and m.key != fact.key and _replaces(fact, m)
+        and (canonical_key(m.key)[0] == subject or subject == "user" and _holds_relation(m))
     ]  # fmt: skip
     return named[0] if len(named) == 1 else None
 

@@ -453,6 +453,9 @@ _ZH_SWITCH_VERB_RE = re.compile(
 )
 # "雅思不考了", "咖啡不喝了": 不 + a verb + 了 ends a habit or a plan (no longer). Not "不错了", "不行了" (a state).
 _ZH_NO_LONGER_RE = re.compile(r"不(?!错|行|好|对|了|知|会|够|要|太|是)[\u4e00-\u9fff]{1,2}了")
+_NOT_NOW_STATE = r"(?:(?!\bfor\b|\bhave to\b|\bgotta\b|\bneed to\b|\b(?:can|will|should|could|must|let's)\b|'ll\b).)*?"
+"""Words before a closing "now" that make it the moment, not a new state: "for now", "have to go now", "we can start
+now"."""
 _EN_CHANGE_RE = re.compile(
     r"\b(?:switched|switching|moved|moving|migrated|migrating|upgraded|changed|converted) (?:to|over|from|off|onto)\b|"
     # with what moved between ("switched everything over to a Mac", "moved our infra to GCP"); not "moved my
@@ -474,7 +477,12 @@ _EN_CHANGE_RE = re.compile(
     # Something given up ("dropped Spanish", "ditched Notion", "spanish just kind of fell off").
     r"\b(?:dropped|ditched|shelved|scrapped)\b|\bfell (?:off|away|by the wayside)\b|\b(?:passed away|died)\b|"
     # a marriage, an engagement; losing someone named ("we lost Biscuit in March")
-    r"\bgot (?:married|engaged|hitched)\b|\b(?:i|we) lost (?:my |our )?(?-i:[A-Z])\w+",
+    r"\bgot (?:married|engaged|hitched)\b|\b(?:i|we) lost (?:my |our )?(?-i:[A-Z])\w+|"
+    # A present state said with a closing "now" ("I'm retired now", "we live in Porto now", "it's the bus for me
+    # now"). Not "right now" or "for now" (for the moment), not a duration ("for a few years now"), not "I have to
+    # go now" (leaving).
+    rf"^{_NOT_NOW_STATE}\b(?:i'm|im|i am|we're|we are|i|we|it's)\b{_NOT_NOW_STATE}"
+    r"(?<!\bright )(?<!\bjust )\bnow(?:\s+(?:lol|haha|tbh|though|actually))?\W*$",
     re.I,
 )
 

@@ -1325,3 +1325,14 @@ def test_a_chinese_pet_named_after_its_kind_is_kept_whatever_the_sentence_asks()
     # not a pet: downstairs, a phone
     assert not [f for f in _facts_of("我家楼下新开了一家店") if f.key == "user.pet"]
     assert not [f for f in _facts_of("我的手机屏幕碎了") if f.key == "user.pet"]
+
+
+def test_a_new_holder_of_a_one_at_a_time_relation_is_a_change_and_a_friend_is_not() -> None:
+    [boss] = _active(_facts_of("my new manager Sam wants a weekly report"))
+    assert boss.key.startswith("manager:sam.")
+    assert boss.supersedes_previous
+    [partner] = _active(_facts_of("我的新对象叫小雨，人特别好"))
+    assert partner.key.startswith("partner:小雨.")
+    assert partner.supersedes_previous
+    assert not any(f.supersedes_previous for f in _facts_of("my new friend Sam climbs on Sundays"))
+    assert not any(f.supersedes_previous for f in _facts_of("my manager Sam wants a weekly report"))

@@ -457,3 +457,38 @@ def test_a_habit_given_up_names_the_memory_by_its_verb_and_a_companion_lost_reti
     dropped = fact("user.language", "用户日语那摊子早扔了，现在每个周末上西班牙语班", 60, supersedes_previous=True)
     [op] = reconcile([dropped], [japanese], dedupe_threshold=T)
     assert (op.action, op.target_id) == ("supersede", japanese.id)
+
+
+def test_a_new_holder_of_a_one_at_a_time_relation_retires_the_old_ones_statement_only() -> None:
+    """ "my new manager Sam" retires "User's manager is Ravi" (a writer's `user.manager`) and our own
+    `boss:ravi.name`; a new friend retires nobody, and what else is known about Ravi stays."""
+    writer = mem("user.manager", "User's manager is Ravi", 0)
+    new = fact("manager:sam.identity", "The user's new manager Sam wants a weekly report", 80, supersedes_previous=True)
+    [op] = reconcile([new], [writer], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("supersede", writer.id)
+
+    own = mem("boss:ravi.name", "The user's boss is Ravi", 0)
+    about = mem("boss:ravi.hobby", "Ravi plays cricket on Sundays", 5)
+    [op] = reconcile([new], [about, own], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("supersede", own.id)
+
+    # Without the change ("my manager Sam"), or for a relation people have many of, nothing is retired.
+    plain = fact("manager:sam.identity", "The user's manager Sam wants a weekly report", 80)
+    assert [o.action for o in reconcile([plain], [writer, own], dedupe_threshold=T)] == ["insert"]
+    friend = fact("friend:sam.identity", "The user's new friend Sam climbs", 80, supersedes_previous=True)
+    old_friend = mem("friend:ravi.identity", "The user's friend Ravi", 0)
+    assert [o.action for o in reconcile([friend], [old_friend], dedupe_threshold=T)] == ["insert"]
+    # The same person named again is no change of holder.
+    again = fact("manager:ravi.identity", "The user's new manager Ravi likes slides", 80, supersedes_previous=True)
+    assert [o.action for o in reconcile([again], [writer], dedupe_threshold=T)][0] != "supersede"
+
+
+def test_a_break_up_retires_the_partner_it_names() -> None:
+    partner = mem("partner:lena.family", "The user's girlfriend Lena", 0)
+    hobby = mem("partner:lena.hobby", "Lena paints", 10)
+    ended = fact("user.family", "Lena and the user broke up in May 2026", 60, supersedes_previous=True)
+    [op] = reconcile([ended], [partner, hobby], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("supersede", partner.id)
+    zh = mem("user.partner", "用户的女朋友是小雨", 0)
+    [op] = reconcile([fact("user.family", "用户和小雨分手了", 60, supersedes_previous=True)], [zh], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("supersede", zh.id)

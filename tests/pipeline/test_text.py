@@ -271,3 +271,14 @@ def test_a_couple_as_subject_and_a_hedge_are_clause_boundaries() -> None:
     # A hedge says why the fact is mentioned, not what it is.
     assert split_clauses("I fly a DJI drone, in case that matters") == ["I fly a DJI drone", "in case that matters"]
     assert split_clauses("I'm on a Mac, if that helps") == ["I'm on a Mac", "if that helps"]
+
+
+def test_a_present_state_with_a_closing_now_is_a_change_but_the_moment_is_not() -> None:
+    assert has_change_cue("I'm retired now")
+    assert has_change_cue("we live in Porto now.")
+    assert has_change_cue("im vegetarian now lol")
+    assert not has_change_cue("I'm really into jazz right now")
+    assert not has_change_cue("I've been running for a few years now")
+    assert not has_change_cue("I'm just enjoying my time off for now")
+    assert not has_change_cue("I have to go now")
+    assert not has_change_cue("we can start planning now")
