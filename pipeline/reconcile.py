@@ -506,6 +506,9 @@ _TERM = (
     r"(?:(?:the|my|our|a|an|user's|the user's)\s+)?(?:(?:old|former|previous|ex-?)\s*)?"
     r"([A-Za-z][\w+#.\-]*(?-i:\s[A-Z][\w+#.\-]*)?)"
 )
+_ZH_WHEN = r"(?:\d{4}年(?:\d{1,2}月)?(?:\d{1,2}日)?|去年|前年|上个?月|上周)?\s*"
+"""A resolved or relative date that may stand between a Chinese object and its verb ("车2026年11月卖了")."""
+_ZH_GONE = r"(?:卸了|卸载了|删了|退了|扔了|丢下了|荒废了|停了|卖了|送人了)"
 _PARTED = r"(?:have |had )?(?:broke up|split up|split|separated|divorced|got divorced)\b"
 _REPLACED_RES = (
     re.compile(r"\bfrom\s+([A-Za-z][\w+#.\-]*(?-i:\s[A-Z][\w+#.\-]*)?)\s+(?:to|for|onto)\b", re.I),
@@ -519,10 +522,12 @@ _REPLACED_RES = (
     re.compile(r"而不是\s*([A-Za-z][\w+#.\-]*|[\u4e00-\u9fff]{2,6})"),
     # "gave up on the CFA", "put Spanish on hold", "rehomed the fish", "left Deliveroo", "sold the car"
     re.compile(
-        r"\b(?:gave up|given up|giving up|give up|quit|quitting|left|leaving|ditched|dropped|sold|rehomed|put)"
+        r"\b(?:gave up|given up|giving up|give up|quit|quitting|left|leaving|ditched|dropped|sold|rehomed|put"
+        r"|got rid of|gave away)"
         r"(?:\s+on)?\s+" + _TERM,
         re.I,
     ),
+    re.compile(r"\bgave\s+" + _TERM + r"\s+away\b", re.I),  # "gave my bike away"
     # "Spanish is officially shelved", "the CFA was dropped", "Biscuit passed away", "we lost Biscuit in March"
     re.compile(
         r"([A-Za-z][\w+#.\-]*)\s+(?:is|was|'s|has been|got)\s+(?:\w+ly\s+)?"
@@ -544,9 +549,12 @@ _REPLACED_RES = (
     # "VS Code 已经卸了", "微信读书删了", "日语那摊子早扔了": the object before the verb that removed or dropped it
     re.compile(
         r"(?:我们?|用户)?(?:把|将)?\s*([A-Za-z][\w+#.\-]*(?: [A-Z][\w+#.\-]*)?|[\u4e00-\u9fff]{2,6}?)\s*"
-        r"(?:那摊子|这块|那块)?\s*(?:已经|早就?|也)?(?:卸了|卸载了|删了|退了|扔了|丢下了|荒废了|停了)"
+        rf"(?:那摊子|这块|那块)?\s*{_ZH_WHEN}(?:已经|早就?|也)?{_ZH_GONE}"
     ),
+    # "用户车2026年11月卖了", "我把猫送人了": one character names the thing right after the one who owned it
+    re.compile(rf"(?:用户|我们?)的?(?:把|将)?([\u4e00-\u9fff]){_ZH_WHEN}(?:已经|早就?|也)?{_ZH_GONE}"),
 )
+_ZH_LEAD_RE = re.compile(r"^(?:用户的?|我们?的?|去年|前年|上个?月|上周|把|将)+")
 _NOT_A_TERM_TEXT = (
     "it that this them him her one ones me us you work home job place way time thing things stuff everything "
     "something anything nothing all some my the a an old new user user's hold"
@@ -564,7 +572,8 @@ def _replaced_terms(value: str) -> tuple[str, ...]:
     for pattern in _REPLACED_RES:
         for m in pattern.finditer(value):
             term = next(g for g in m.groups() if g is not None).strip() if m.lastindex else ""
-            if len(term) >= 2 and term.lower() not in _NOT_A_TERM and term not in out:
+            term = _ZH_LEAD_RE.sub("", term)  # "用户车", "去年把车": the owner and the date are no part of it
+            if len(term) >= (1 if has_cjk(term) else 2) and term.lower() not in _NOT_A_TERM and term not in out:
                 out.append(term)
     return tuple(out)
 

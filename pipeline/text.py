@@ -442,6 +442,10 @@ _ZH_CHANGE = (
     "现在开始",
     "卸了",
     "卸载了",
+    "卖了",
+    "送人了",
+    "去世",
+    "过世",
 )
 # 改 + a verb is "switched to doing" ("改学韩语", "改喝豆浆", "改骑车上班"); not 改善, 改进, 修改, 改天.
 _ZH_SWITCH_VERB_RE = re.compile(
@@ -476,6 +480,8 @@ _EN_CHANGE_RE = re.compile(
     r"\b(?:been|lived|living|worked|working)\b[^.,;!?]{1,40}?\bsince\b|"
     # Something given up ("dropped Spanish", "ditched Notion", "spanish just kind of fell off").
     r"\b(?:dropped|ditched|shelved|scrapped)\b|\bfell (?:off|away|by the wayside)\b|\b(?:passed away|died)\b|"
+    # something owned that is gone ("sold the civic", "got rid of the car", "gave my bike away")
+    r"\bsold (?:my|our|the)\b|\bgot rid of\b|\bgave (?:away )?(?:my|our|the)\b(?:[\w -]{1,24} away\b)?|"
     # a marriage, an engagement; losing someone named ("we lost Biscuit in March")
     r"\bgot (?:married|engaged|hitched)\b|\b(?:i|we) lost (?:my |our )?(?-i:[A-Z])\w+|"
     # A present state said with a closing "now" ("I'm retired now", "we live in Porto now", "it's the bus for me

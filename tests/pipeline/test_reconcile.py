@@ -492,3 +492,19 @@ def test_a_break_up_retires_the_partner_it_names() -> None:
     zh = mem("user.partner", "用户的女朋友是小雨", 0)
     [op] = reconcile([fact("user.family", "用户和小雨分手了", 60, supersedes_previous=True)], [zh], dedupe_threshold=T)
     assert (op.action, op.target_id) == ("supersede", zh.id)
+
+
+def test_a_chinese_thing_sold_or_given_away_names_the_memory_of_it_even_by_one_character() -> None:
+    """ "车卖了" (the date resolved between the object and the verb) names "每天开车上班"; the owner and the date before
+    the object are no part of what is named."""
+    drives = mem("user.commute", "用户每天开车上班", 0)
+    sold = fact("user.possession", "用户车2026年3月卖了", 60, supersedes_previous=True)
+    [op] = reconcile([sold], [drives], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("supersede", drives.id)
+    cat = mem("user.pet", "用户养了一只猫，叫团子", 0)
+    gone = fact("user.decision", "用户去年把猫送人了", 60, supersedes_previous=True)
+    [op] = reconcile([gone], [cat], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("supersede", cat.id)
+    books = mem("user.media", "用户喜欢看科幻小说", 0)
+    assert [o.action for o in reconcile([fact("user.possession", "用户把旧书卖了", 60, supersedes_previous=True)],
+                                        [books], dedupe_threshold=T)] == ["insert"]  # fmt: skip

@@ -282,3 +282,13 @@ def test_a_present_state_with_a_closing_now_is_a_change_but_the_moment_is_not() 
     assert not has_change_cue("I'm just enjoying my time off for now")
     assert not has_change_cue("I have to go now")
     assert not has_change_cue("we can start planning now")
+
+
+def test_something_owned_that_is_gone_is_a_change() -> None:
+    assert has_change_cue("we sold the camper van in the spring")
+    assert has_change_cue("I got rid of my old Kindle")
+    assert has_change_cue("I gave my bike away")
+    assert has_change_cue("房子去年卖了")
+    assert has_change_cue("外婆前年去世了")
+    assert not has_change_cue("I gave a talk at the meetup")
+    assert not has_change_cue("the shop sold out of oat milk")
