@@ -283,11 +283,23 @@ _DROPPED_I_RE = re.compile(
 reaction ("Love the colors!", "Need coffee"), which has no subject because it is no statement about anyone."""
 
 
+CONFUSED_SHARE = 0.4
+"""A change's second slot, of those its first is often confused with (`Slot.confused_with`), counts beside it
+when the classifier finds it at least this share as likely as the first."""
+
+
 def _also_slots(clause: str, attr: lx.Attribute, judge: SlotJudge) -> list[str]:
-    """The runner-up slot of the clause `attr` was judged from, when the classifier finds it likely too."""
+    """The runner-up slot of the clause `attr` was judged from, when the classifier finds it likely too; for a
+    change, also a close second that the first is often confused with ("开始当组长了": employer, role a close second):
+    the old value may be filed under either."""
     said = clause if _is_decision(clause) else _attributed(clause)
+    own = attr.name.rstrip(".*")
     other = judge.runner_up(said)
-    return [other.name] if other is not None and other.name != attr.name.rstrip(".*") else []
+    out = [other.name] if other is not None and other.name != own else []
+    slot = BY_NAME.get(own)
+    if slot is not None and slot.confused_with and has_change_cue(clause):
+        out += [s.name for s in judge.close(said, slot.confused_with, CONFUSED_SHARE) if s.name not in out]
+    return out
 
 
 _AGE_RE = re.compile(

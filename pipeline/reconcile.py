@@ -508,7 +508,9 @@ _TERM = (
 )
 _ZH_WHEN = r"(?:\d{4}年(?:\d{1,2}月)?(?:\d{1,2}日)?|去年|前年|上个?月|上周)?\s*"
 """A resolved or relative date that may stand between a Chinese object and its verb ("车2026年11月卖了")."""
-_ZH_GONE = r"(?:卸了|卸载了|删了|退了|扔了|丢下了|荒废了|停了|卖了|送人了)"
+_ZH_GONE = (
+    r"(?:卸了|卸载了|删了|退了|扔了|丢下了|放下了|荒废了|停了|卖了|送人了|不(?:打|学|玩|练|跑|弹|写|追|考|做|去|用)了)"
+)
 _PARTED = r"(?:have |had )?(?:broke up|split up|split|separated|divorced|got divorced)\b"
 _REPLACED_RES = (
     re.compile(r"\bfrom\s+([A-Za-z][\w+#.\-]*(?-i:\s[A-Z][\w+#.\-]*)?)\s+(?:to|for|onto)\b", re.I),
@@ -549,7 +551,7 @@ _REPLACED_RES = (
     # "VS Code 已经卸了", "微信读书删了", "日语那摊子早扔了": the object before the verb that removed or dropped it
     re.compile(
         r"(?:我们?|用户)?(?:把|将)?\s*([A-Za-z][\w+#.\-]*(?: [A-Z][\w+#.\-]*)?|[\u4e00-\u9fff]{2,6}?)\s*"
-        rf"(?:那摊子|这块|那块)?\s*{_ZH_WHEN}(?:已经|早就?|也)?{_ZH_GONE}"
+        rf"(?:那摊子|这块|那块)?\s*(?:用户|我们?)?(?:其实|真的|确实)?{_ZH_WHEN}(?:已经|早就?|也|都)?{_ZH_GONE}"
     ),
     # "用户车2026年11月卖了", "我把猫送人了": one character names the thing right after the one who owned it
     re.compile(rf"(?:用户|我们?)的?(?:把|将)?([\u4e00-\u9fff]){_ZH_WHEN}(?:已经|早就?|也)?{_ZH_GONE}"),
@@ -663,7 +665,7 @@ def _named_source(fact: CandidateFact, candidates: list[_Mem]) -> _Mem | None:
 _CONTRAST_RE = re.compile(r"[,，]\s*not\s|\binstead of\b|\brather than\b|而不是")
 
 
-_NAMES_ITS_SOURCE = re.compile(r"\bfrom\b|\binstead of\b|从|由")
+_NAMES_ITS_SOURCE = re.compile(r"\bfrom\b|\binstead of\b|从|(?<![自理经缘来])由[^，,。]{1,12}?(?:改|换|变|转)")
 """A change that says what it changed from ("switched from Polars to DuckDB") retires that value only."""
 
 

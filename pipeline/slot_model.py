@@ -125,8 +125,11 @@ class Prediction:
     is a pet and a family fact."""
     second: str | None = None
     """The next most likely slot, however likely (the slot to fall back on when the first cannot hold the clause)."""
+    top: tuple[tuple[str, float], ...] = ()
+    """The most likely slots with their probabilities, best first (`TOP_SLOTS` of them)."""
 
 
+TOP_SLOTS = 4
 ALSO_MIN_PROBABILITY = 0.25
 """A runner-up slot this likely is recorded beside the best one (`Prediction.runner_up`)."""
 
@@ -167,11 +170,17 @@ class SlotClassifier:
         for row in p:
             slots = row.copy()
             slots[self._none] = -1.0
-            best, second = (int(i) for i in np.argsort(-slots)[:2])
+            order = [int(i) for i in np.argsort(-slots)[:TOP_SLOTS]]
+            best, second = order[:2]
             also = self.classes[second] if slots[second] >= ALSO_MIN_PROBABILITY else None
             out.append(
                 Prediction(
-                    self.classes[best], float(row[best]), float(1.0 - row[self._none]), also, self.classes[second]
+                    self.classes[best],
+                    float(row[best]),
+                    float(1.0 - row[self._none]),
+                    also,
+                    self.classes[second],
+                    tuple((self.classes[i], float(row[i])) for i in order),
                 )
             )
         return out
@@ -254,6 +263,12 @@ class SlotJudge:
         """The next most likely slot of a clause, however likely (already predicted)."""
         p = self.predict(clause)
         return BY_NAME.get(p.second) if p.second else None
+
+    def close(self, clause: str, names: tuple[str, ...], share: float) -> list[Slot]:
+        """Those of `names` among the clause's likeliest slots that are at least `share` as likely as the best one
+        (already predicted)."""
+        p = self.predict(clause)
+        return [BY_NAME[n] for n, q in p.top if n in names and n in BY_NAME and q >= share * p.probability]
 
     def runner_up(self, clause: str) -> Slot | None:
         """The second slot the clause may fill, when the classifier finds it likely too (already predicted)."""

@@ -46,6 +46,9 @@ class Slot:
     """Whom the slot can describe: the user, another named person, the user's team, a project."""
     stale_after_days: int | None = None
     """Days without re-confirmation before an active memory of this slot turns stale; None: its kind's window."""
+    confused_with: tuple[str, ...] = ()
+    """Slots whose statements read like this one's ("leading the analytics team": a job or an employer?): a change
+    filed under this slot, with one of these a close second, is weighed against that slot's memory too."""
     named_value: bool = True
     """Whether a value names one thing (a city, an employer, a job, an editor), so that a one-value slot's new
     value that drops the old value's words replaces it; False for values that describe in free words (working
@@ -86,6 +89,7 @@ SLOTS: tuple[Slot, ...] = (
         _w(_JOB_EN + " role"),
         _w(_JOB_ZH),
         _w("title position occupation profession job job_title job_status"),
+        confused_with=("employer",),
     ),
     Slot(
         "employer",
@@ -95,6 +99,7 @@ SLOTS: tuple[Slot, ...] = (
         _w("employer company work works workplace job"),
         _w("公司 单位 工作 上班"),
         _w("company workplace work organisation organization"),
+        confused_with=("role",),
     ),
     Slot(
         "city",
@@ -330,6 +335,7 @@ SLOTS: tuple[Slot, ...] = (
         _w("operating system computer os"),
         _w("操作系统 系统 电脑"),
         _w("operating_system"),
+        confused_with=("device",),
     ),
     Slot(
         "device",
@@ -339,6 +345,7 @@ SLOTS: tuple[Slot, ...] = (
         _w("device phone laptop computer"),
         _w("设备 手机 电脑"),
         _w("phone mobile laptop devices"),
+        confused_with=("os",),
     ),
     Slot(
         "project",

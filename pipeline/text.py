@@ -446,6 +446,7 @@ _ZH_CHANGE = (
     "送人了",
     "去世",
     "过世",
+    "毕业了",
 )
 # 改 + a verb is "switched to doing" ("改学韩语", "改喝豆浆", "改骑车上班"); not 改善, 改进, 修改, 改天.
 _ZH_SWITCH_VERB_RE = re.compile(
@@ -454,6 +455,9 @@ _ZH_SWITCH_VERB_RE = re.compile(
     r"|(?:开始了?|入职了?|换了|有了|找到了?)新的?[\u4e00-\u9fffA-Za-z]{0,8}(?:工作|岗位|职位)"
     # a marriage registered ("上个月刚领的证")
     r"|领(?:了|的)?(?:结婚)?证"
+    # a role taken up ("这个月开始正式当组长了"), a partner left ("跟小雨分了"), something put down for good
+    # ("日语早就放下了")
+    r"|开始(?:正式)?(?:当|担任)|(?:跟|和|与)[\u4e00-\u9fffA-Za-z]{1,4}分了|(?:已经|早就?|都)放下了"
 )
 # "雅思不考了", "咖啡不喝了": 不 + a verb + 了 ends a habit or a plan (no longer). Not "不错了", "不行了" (a state).
 _ZH_NO_LONGER_RE = re.compile(r"不(?!错|行|好|对|了|知|会|够|要|太|是)[\u4e00-\u9fff]{1,2}了")
@@ -481,7 +485,7 @@ _EN_CHANGE_RE = re.compile(
     # Something given up ("dropped Spanish", "ditched Notion", "spanish just kind of fell off").
     r"\b(?:dropped|ditched|shelved|scrapped)\b|\bfell (?:off|away|by the wayside)\b|\b(?:passed away|died)\b|"
     # something owned that is gone ("sold the civic", "got rid of the car", "gave my bike away")
-    r"\bsold (?:my|our|the)\b|\bgot rid of\b|\bgave (?:away )?(?:my|our|the)\b(?:[\w -]{1,24} away\b)?|"
+    r"\bgraduated\b|\bsold (?:my|our|the)\b|\bgot rid of\b|\bgave (?:away )?(?:my|our|the)\b(?:[\w -]{1,24} away\b)?|"
     # a marriage, an engagement; losing someone named ("we lost Biscuit in March")
     r"\bgot (?:married|engaged|hitched)\b|\b(?:i|we) lost (?:my |our )?(?-i:[A-Z])\w+|"
     # A present state said with a closing "now" ("I'm retired now", "we live in Porto now", "it's the bus for me

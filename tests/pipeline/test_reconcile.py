@@ -508,3 +508,19 @@ def test_a_chinese_thing_sold_or_given_away_names_the_memory_of_it_even_by_one_c
     books = mem("user.media", "用户喜欢看科幻小说", 0)
     assert [o.action for o in reconcile([fact("user.possession", "用户把旧书卖了", 60, supersedes_previous=True)],
                                         [books], dedupe_threshold=T)] == ["insert"]  # fmt: skip
+
+
+def test_chinese_objects_before_the_verb_that_ends_them_and_a_source_marker_only_as_one() -> None:
+    """ "羽毛球不打了" (with 用户 after the object, as a value says it) names 羽毛球; "日语…已经放下了" names 日语. 由 marks a
+    source only before a verb of change: "自由泳" names no source, so a change that names none retires a slot's only
+    value."""
+    from pipeline.reconcile import _NAMES_ITS_SOURCE, _replaced_terms
+
+    assert _replaced_terms("羽毛球用户不打了") == ("羽毛球",)
+    assert _replaced_terms("日语用户其实已经放下了") == ("日语",)
+    assert _NAMES_ITS_SOURCE.search("由 MySQL 改成 PostgreSQL")
+    assert not _NAMES_ITS_SOURCE.search("用户自由泳换气老呛水")
+    old = mem("user.sport", "用户每周六打网球", 0)
+    new = fact("user.exercise", "用户现在改游泳了，自由泳还不熟", 60, supersedes_previous=True)
+    [op] = reconcile([new], [old], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("supersede", old.id)

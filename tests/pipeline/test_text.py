@@ -292,3 +292,14 @@ def test_something_owned_that_is_gone_is_a_change() -> None:
     assert has_change_cue("外婆前年去世了")
     assert not has_change_cue("I gave a talk at the meetup")
     assert not has_change_cue("the shop sold out of oat milk")
+
+
+def test_chinese_changes_a_role_taken_up_a_partner_left_something_put_down_a_degree_finished() -> None:
+    assert has_change_cue("我这个月开始正式当前端组的组长了")
+    assert has_change_cue("跟小雨分了 上个月的事")
+    assert has_change_cue("日语我其实已经放下了")
+    assert has_change_cue("我七月份毕业了")
+    assert has_change_cue("I graduated in May")
+    assert not has_change_cue("把蛋糕分了")
+    assert not has_change_cue("我开始做饭了")
+    assert not has_change_cue("书放下了就走")
