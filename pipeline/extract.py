@@ -897,6 +897,10 @@ _ENUMERATOR_RE = re.compile(
 
 def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_conf: float) -> None:
     sentence = _strip_discourse(_first_days(sentence))
+    moved = _moved_lead(sentence) if has_cjk(sentence) else None
+    if moved is not None:
+        _sentence_drafts(moved[0], turn, lang, ctx, base_conf)
+        sentence = moved[1]
     explicit = False
     for pattern in (lx.ZH_REMEMBER, lx.EN_REMEMBER):
         stripped = pattern.sub("", sentence, count=1)
@@ -1373,6 +1377,22 @@ def _first_days(sentence: str) -> str:
     if job is None:
         return sentence
     return f"{sentence[: job.start()]}; I now work at {job.group(1)}".strip("; ")
+
+
+_ZH_MOVED_LEAD_RE = re.compile(
+    r"^(?:(?P<since>自从|自打)\s*)?(?:我们?)?(?P<verb>搬到|搬去|搬来|调到|转到|跳槽到|换到)\s*(?P<place>[^，,。；;\s]{1,10}?)"
+    r"(?:(?P<after>以后|之后|以来)[，,\s]*|(?(since)[，,]\s*|(?!)))"
+)
+
+
+def _moved_lead(sentence: str) -> tuple[str, str] | None:
+    """ "搬到成都以后发现这边早饭太丰富了", "自从调到上海，我每天加班": a move said as the time of what follows is
+    news of its own ("我搬到了成都"), and the rest of the sentence is said apart from it (what it says is no part of
+    the move). None when the sentence opens with no such lead."""
+    m = _ZH_MOVED_LEAD_RE.match(sentence)
+    if m is None or not (m.group("since") or m.group("after")):
+        return None
+    return f"我{m.group('verb')}了{m.group('place')}", sentence[m.end() :]
 
 
 _AS_A_RE = re.compile(r"^as (?:(an?) ([\w' -]+)|someone (?:with|who has) ([\w' -]+))$", re.I)

@@ -1347,3 +1347,14 @@ def test_a_change_names_a_close_second_slot_its_first_is_often_confused_with() -
     [job] = _active(_facts_of("I started at Stripe last month"))
     assert job.key == "user.employer"
     assert "role" not in job.also_slots
+
+
+def test_a_chinese_move_said_as_the_time_of_what_follows_is_news_of_its_own() -> None:
+    [city] = [f for f in _active(_facts_of("搬到厦门以后发现这边海鲜太便宜了")) if f.key == "user.city"]
+    assert city.value == "用户搬到了厦门"
+    assert city.supersedes_previous
+    facts = _active(_facts_of("自从调到深圳，我每周都去爬梧桐山"))
+    assert [f.value for f in facts if f.key == "user.city"] == ["用户调到了深圳"]
+    assert not any("调到" in f.value for f in facts if f.key != "user.city")
+    # a plain statement of a move is read as it is
+    assert not any(f.value == "用户搬到了厦门" for f in _facts_of("搬到厦门，感觉还行"))

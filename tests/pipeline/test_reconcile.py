@@ -511,9 +511,9 @@ def test_a_chinese_thing_sold_or_given_away_names_the_memory_of_it_even_by_one_c
 
 
 def test_chinese_objects_before_the_verb_that_ends_them_and_a_source_marker_only_as_one() -> None:
-    """ "羽毛球不打了" (with 用户 after the object, as a value says it) names 羽毛球; "日语…已经放下了" names 日语. 由 marks a
-    source only before a verb of change: "自由泳" names no source, so a change that names none retires a slot's only
-    value."""
+    """ "羽毛球不打了" (with 用户 after the object, as a value says it) names 羽毛球; "日语…已经放下了" names 日语.
+    由 marks a source only before a verb of change: "自由泳" names no source, so a change that names none retires a
+    slot's only value."""
     from pipeline.reconcile import _NAMES_ITS_SOURCE, _replaced_terms
 
     assert _replaced_terms("羽毛球用户不打了") == ("羽毛球",)
