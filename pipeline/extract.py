@@ -1335,10 +1335,13 @@ def _as_event(clause: str) -> str:
 
 
 _EN_PLACE = r"((?-i:[A-Z][a-z]+)(?:[ -](?-i:[A-Z][a-z]+))?)"
-_EN_NEW_HOME_RE = re.compile(
-    r"\b(?:my|our) new (?:place|flat|apartment|apt|house|home|condo|digs) (?:\w+ )?(?:in|out in|over in) " + _EN_PLACE,
-    re.I,
+_EN_NEW_HOME = (
+    r"\b(?:my|our|the) new (?:place|flat|apartment|apt|house|home|condo|digs) (?:\w+ )?(?:in|out in|over in) "
 )
+_EN_NEW_HOME_RE = re.compile(_EN_NEW_HOME + _EN_PLACE, re.I)
+_NOT_PLACES_TEXT = "the a an my our town city area neighbourhood neighborhood suburbs centre center here there question"
+_EN_NEW_HOME_LOWER_RE = re.compile(_EN_NEW_HOME + rf"(?!(?:{'|'.join(_NOT_PLACES_TEXT.split())})\b)([a-z]{{3,}})\b")
+"""The same in chat typed in lower case ("the new place in denver"), where a place has no capital to show it."""
 _EN_NEW_JOB_RE = re.compile(
     r"\bmy new (?:job|role|position|gig) (?:at|with) "
     r"((?-i:[A-Z][\w&.-]*)(?: (?-i:[A-Z][\w&.-]*))?)",
@@ -1362,7 +1365,7 @@ def _as_news(clause: str) -> str:
     Denver has no dishwasher"), tells that the speaker moved there or works there now: that is the fact it holds
     a year later ("I have moved to Denver", "I now work at Monzo"), and the change retires the old city or
     employer."""
-    home = _EN_NEW_HOME_RE.search(clause)
+    home = _EN_NEW_HOME_RE.search(clause) or (_EN_NEW_HOME_LOWER_RE.search(clause) if clause.islower() else None)
     if home is not None:
         return f"I have moved to {home.group(1)}"
     job = _EN_NEW_JOB_RE.search(clause)

@@ -1358,3 +1358,11 @@ def test_a_chinese_move_said_as_the_time_of_what_follows_is_news_of_its_own() ->
     assert not any("调到" in f.value for f in facts if f.key != "user.city")
     # a plain statement of a move is read as it is
     assert not any(f.value == "用户搬到了厦门" for f in _facts_of("搬到厦门，感觉还行"))
+
+
+def test_a_new_place_in_a_city_typed_in_lower_case_is_a_move_there() -> None:
+    [city] = _active(_facts_of("first night in the new place in tucson and the fridge hums all night"))
+    assert (city.key, city.value, city.supersedes_previous) == ("user.city", "User has moved to tucson", True)
+    assert not [f for f in _facts_of("the new place in town has a great garden") if f.key == "user.city"]
+    # a capital, where the writer uses them, is still what shows a place
+    assert not [f for f in _facts_of("Our new flat in the suburbs is tiny") if "moved" in f.value]
