@@ -198,6 +198,14 @@ def _the_one(clause: str, previous: str) -> str:
     return f"{np.group(1)} is the one{clause[m.end() :]}" if m and np else clause
 
 
+_LOOSELY_NOW_RE = re.compile(
+    r"^(?:又|刚(?![刚才好]))|最近|这阵子|上午|下午|中午|晚上|早上|(?<![每逢])周末(?!都|一般|通常|常)"
+)
+"""Chinese words of the moment too loose to date a clause ("最近", "刚"), which a fact says as well
+("最近迷上攀岩了"): a clause with one that states nothing by itself is not glued to a fact. (English "just",
+"recently" as well cost a held-out fact: measured, left out.)"""
+
+
 def _is_time_bound(clause: str) -> bool:
     return bool(lx.ZH_TIME_TRANSIENT.search(clause) or lx.EN_TIME_TRANSIENT.search(clause))
 
@@ -1035,6 +1043,8 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         subj = subject or USER
         if attr is None and subj.is_user and _mentions_other(clause, ctx):
             continue  # "都是老王在管", "I'll ask him": about someone else, not the user
+        if attr is None and _LOOSELY_NOW_RE.search(clause):
+            continue  # "刚下班，我在银行上班": a clause of the moment that states nothing is no part of the fact
         if attr is None:
             if groups and groups[-1][0] == subj:
                 groups[-1][2].append(clause)

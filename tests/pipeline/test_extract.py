@@ -1366,3 +1366,12 @@ def test_a_new_place_in_a_city_typed_in_lower_case_is_a_move_there() -> None:
     assert not [f for f in _facts_of("the new place in town has a great garden") if f.key == "user.city"]
     # a capital, where the writer uses them, is still what shows a place
     assert not [f for f in _facts_of("Our new flat in the suburbs is tiny") if "moved" in f.value]
+
+
+def test_a_chinese_clause_of_the_moment_that_states_nothing_is_not_glued_to_the_fact_beside_it() -> None:
+    [job] = [f for f in _active(_facts_of("刚下班，我在医院上班，天天值夜班")) if "医院" in f.value]
+    assert job.value == "用户在医院上班"
+    [city] = _active(_facts_of("最近天气终于热了，我在厦门住了五年"))
+    assert city.value == "用户在厦门住了五年"
+    # a fact said with the same word keeps it
+    assert [f for f in _facts_of("我最近迷上攀岩了") if "攀岩" in f.value]
