@@ -1088,9 +1088,12 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
     _named_companions(sentence, turn, lang, ctx, conf, since=before)
 
 
-_MY_NAMED_RE = re.compile(r"\b[Mm]y ((?:[a-z]+ )?[a-z]{3,}) ([A-Z][a-z]{2,})\b(?!['’]s\b)")
-"""A companion named in passing ("my greyhound Pepper hasn't eaten since yesterday", "my sister Ana is visiting"):
-whatever the clause says of them now, that the user has them holds."""
+_MY_NAMED_RE = re.compile(
+    r"\b(?:[Mm]y|[Oo]ur) (?:(two|three|four|2|3|4) )?((?:[a-z]+ )?[a-z]{3,}) ([A-Z][a-z]{2,})"
+    r"(?:,? (?:and|&) ([A-Z][a-z]{2,}))?\b(?!['’]s\b)"
+)
+"""A companion named in passing ("my greyhound Pepper hasn't eaten since yesterday", "my sister Ana is visiting",
+"our two cats Miso and Tofu hate the cold"): whatever the clause says of them now, that the user has them holds."""
 _COMPANION_SLOTS = frozenset(("pet", "family"))
 COMPANION_MIN_PROBABILITY = 0.7
 """How sure the classifier must be that "I have a <noun>" is a pet or family fact ("a greyhound" 0.78, "a sister"
@@ -1107,17 +1110,20 @@ def _named_companions(sentence: str, turn: Turn, lang: Lang, ctx: _Context, conf
         _zh_named_pets(sentence, turn, ctx, conf, since=since)
         return
     for m in _MY_NAMED_RE.finditer(sentence):
-        noun, name = m.group(1), m.group(2)
+        count, noun, name, other = m.groups()
+        names = [n for n in (name, other) if n and n not in lx.EN_NOT_NAME_WORDS and n not in _EN_NOT_NAMES]
         if (
-            name in lx.EN_NOT_NAME_WORDS
-            or name in _EN_NOT_NAMES
-            or any(name in p for d in ctx.drafts[since:] for p in d.parts)
+            not names
+            or (len(names) == 1 and count)
+            or any(n in p for n in names for d in ctx.drafts[since:] for p in d.parts)
         ):
             continue
-        kind_of = ctx.judge.predict(f"I have a {noun}")  # what the noun is, without the name to sway it
+        one = noun[:-1] if count and noun.endswith("s") else noun
+        kind_of = ctx.judge.predict(f"I have a {one}")  # what the noun is, without the name to sway it
         if kind_of.slot in _COMPANION_SLOTS and kind_of.probability >= COMPANION_MIN_PROBABILITY:
             attr = _SLOT_ATTRIBUTES[kind_of.slot]
-            _add(ctx, f"user.{kind_of.slot}", attr.kind, f"I have a {noun} named {name}", turn, conf, USER, lang)
+            said = f"I have {count} {noun} named {' and '.join(names)}" if count else f"I have a {noun} named {name}"
+            _add(ctx, f"user.{kind_of.slot}", attr.kind, said, turn, conf, USER, lang)
 
 
 _ZH_MINE_RE = re.compile(r"(?:我们家|我家|我的)的?")

@@ -465,7 +465,8 @@ _NOT_NOW_STATE = r"(?:(?!\bfor\b|\bhave to\b|\bgotta\b|\bneed to\b|\b(?:can|will
 """Words before a closing "now" that make it the moment, not a new state: "for now", "have to go now", "we can start
 now"."""
 _EN_CHANGE_RE = re.compile(
-    r"\b(?:switched|switching|moved|moving|migrated|migrating|upgraded|changed|converted) (?:to|over|from|off|onto)\b|"
+    r"\b(?:switched|switching|moved|moving|migrated|migrating|upgraded|changed|converted|relocat(?:ed|ing|e)) "
+    r"(?:to|over|from|off|onto)\b|"
     # with what moved between ("switched everything over to a Mac", "moved our infra to GCP"); not "moved my
     # appointment to Friday": one's own things move for a day, a whole setup moves for good
     r"\b(?:switched|switching|moved|moving|migrated|migrating) (?:everything|it all|all of (?:it|them|our \w+)|"

@@ -1375,3 +1375,16 @@ def test_a_chinese_clause_of_the_moment_that_states_nothing_is_not_glued_to_the_
     assert city.value == "用户在厦门住了五年"
     # a fact said with the same word keeps it
     assert [f for f in _facts_of("我最近迷上攀岩了") if "攀岩" in f.value]
+
+
+def test_two_companions_named_together_and_a_move_said_as_relocating() -> None:
+    [pets] = [
+        f
+        for f in _active(_facts_of("it's a 1920s terrace, just us and our two dogs Pip and Rolo"))
+        if f.key == "user.pet"
+    ]
+    assert pets.value == "User has two dogs named Pip and Rolo"
+    [city] = [
+        f for f in _active(_facts_of("my husband and I are relocating to Oslo next month")) if f.key == "user.city"
+    ]
+    assert "Oslo" in city.value and city.supersedes_previous
