@@ -1404,13 +1404,16 @@ _ZH_MOVED_LEAD_RE = re.compile(
 )
 
 
+_ZH_DEICTIC_PLACE_RE = re.compile(r"(?:这|那)(?:边|里|儿)|新家|家里|这|那")
+
+
 def _moved_lead(sentence: str) -> tuple[str, str] | None:
     """ "搬到成都以后发现这边早饭太丰富了", "自从调到上海，我每天加班": a move said as the time of what follows is
     news of its own ("我搬到了成都"), and the rest of the sentence is said apart from it (what it says is no part of
     the move). None when the sentence opens with no such lead."""
     m = _ZH_MOVED_LEAD_RE.match(sentence)
-    if m is None or not (m.group("since") or m.group("after")):
-        return None
+    if m is None or not (m.group("since") or m.group("after")) or _ZH_DEICTIC_PLACE_RE.fullmatch(m.group("place")):
+        return None  # "搬到这边以后": where is not said here (the rules for "here" read it from the conversation)
     return f"我{m.group('verb')}了{m.group('place')}", sentence[m.end() :]
 
 

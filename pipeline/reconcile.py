@@ -509,8 +509,11 @@ _TERM = (
 _ZH_WHEN = r"(?:\d{4}年(?:\d{1,2}月)?(?:\d{1,2}日)?|去年|前年|上个?月|上周)?\s*"
 """A resolved or relative date that may stand between a Chinese object and its verb ("车2026年11月卖了")."""
 _ZH_GONE = (
-    r"(?:卸了|卸载了|删了|退了|扔了|丢下了|放下了|荒废了|停了|卖了|送人了|不(?:打|学|玩|练|跑|弹|写|追|考|做|去|用)了)"
+    r"(?:卸了|卸载了|删了|退了|扔了|丢下了|放下了|荒废了|停了|卖了|送人了"
+    r"|不(?:打|学|玩|练|跑|弹|写|追|考|做|去|用|喝|吃|抽|看|养)了)"
 )
+_ZH_ADVERBS = "其实|真的|确实|现在|目前|平时|后来|一直|已经|早就?|也|都"
+"""Adverbs that may stand between a Chinese object and the verb that ends it ("咖啡用户现在不喝了"); none is a term."""
 _PARTED = r"(?:have |had )?(?:broke up|split up|split|separated|divorced|got divorced)\b"
 _REPLACED_RES = (
     re.compile(r"\bfrom\s+([A-Za-z][\w+#.\-]*(?-i:\s[A-Z][\w+#.\-]*)?)\s+(?:to|for|onto)\b", re.I),
@@ -551,12 +554,13 @@ _REPLACED_RES = (
     # "VS Code 已经卸了", "微信读书删了", "日语那摊子早扔了": the object before the verb that removed or dropped it
     re.compile(
         r"(?:我们?|用户)?(?:把|将)?\s*([A-Za-z][\w+#.\-]*(?: [A-Z][\w+#.\-]*)?|[\u4e00-\u9fff]{2,6}?)\s*"
-        rf"(?:那摊子|这块|那块)?\s*(?:用户|我们?)?(?:其实|真的|确实)?{_ZH_WHEN}(?:已经|早就?|也|都)?{_ZH_GONE}"
+        rf"(?:那摊子|这块|那块)?\s*(?:用户|我们?)?(?:{_ZH_ADVERBS})*{_ZH_WHEN}(?:{_ZH_ADVERBS})*{_ZH_GONE}"
     ),
     # "用户车2026年11月卖了", "我把猫送人了": one character names the thing right after the one who owned it
-    re.compile(rf"(?:用户|我们?)的?(?:把|将)?([\u4e00-\u9fff]){_ZH_WHEN}(?:已经|早就?|也)?{_ZH_GONE}"),
+    re.compile(rf"(?:用户|我们?)的?(?:把|将)?([\u4e00-\u9fff]){_ZH_WHEN}(?:{_ZH_ADVERBS})*{_ZH_GONE}"),
 )
 _ZH_LEAD_RE = re.compile(r"^(?:用户的?|我们?的?|去年|前年|上个?月|上周|把|将)+")
+_ZH_NOT_A_TERM_RE = re.compile(rf"(?:{_ZH_ADVERBS}|这个|那个|这些|那些|这块|那块|它|他|她)+")
 _NOT_A_TERM_TEXT = (
     "it that this them him her one ones me us you work home job place way time thing things stuff everything "
     "something anything nothing all some my the a an old new user user's hold"
@@ -575,7 +579,12 @@ def _replaced_terms(value: str) -> tuple[str, ...]:
         for m in pattern.finditer(value):
             term = next(g for g in m.groups() if g is not None).strip() if m.lastindex else ""
             term = _ZH_LEAD_RE.sub("", term)  # "用户车", "去年把车": the owner and the date are no part of it
-            if len(term) >= (1 if has_cjk(term) else 2) and term.lower() not in _NOT_A_TERM and term not in out:
+            if (
+                len(term) >= (1 if has_cjk(term) else 2)
+                and term.lower() not in _NOT_A_TERM
+                and not _ZH_NOT_A_TERM_RE.fullmatch(term)
+                and term not in out
+            ):
                 out.append(term)
     return tuple(out)
 

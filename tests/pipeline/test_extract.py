@@ -1357,8 +1357,9 @@ def test_a_chinese_move_said_as_the_time_of_what_follows_is_news_of_its_own() ->
     facts = _active(_facts_of("自从调到深圳，我每周都去爬梧桐山"))
     assert [f.value for f in facts if f.key == "user.city"] == ["用户调到了深圳"]
     assert not any("调到" in f.value for f in facts if f.key != "user.city")
-    # a plain statement of a move is read as it is
+    # a plain statement of a move is read as it is, and a move that does not say where is no news of a place
     assert not any(f.value == "用户搬到了厦门" for f in _facts_of("搬到厦门，感觉还行"))
+    assert not any(f.value == "用户搬到了这边" for f in _facts_of("搬到这边以后一直睡不好"))
 
 
 def test_a_new_place_in_a_city_typed_in_lower_case_is_a_move_there() -> None:

@@ -518,6 +518,10 @@ def test_chinese_objects_before_the_verb_that_ends_them_and_a_source_marker_only
 
     assert _replaced_terms("羽毛球用户不打了") == ("羽毛球",)
     assert _replaced_terms("日语用户其实已经放下了") == ("日语",)
+    assert _replaced_terms("咖啡用户现在不喝了") == ("咖啡",)
+    # an adverb or a demonstrative before the verb names nothing ("用户现在不用了" is no change of 现在)
+    assert _replaced_terms("用户现在不用了") == ()
+    assert _replaced_terms("用户那个已经卖了") == ()
     assert _NAMES_ITS_SOURCE.search("由 MySQL 改成 PostgreSQL")
     assert not _NAMES_ITS_SOURCE.search("用户自由泳换气老呛水")
     old = mem("user.sport", "用户每周六打网球", 0)
