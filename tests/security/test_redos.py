@@ -22,7 +22,7 @@ from hindsight.config import LimitSettings
 from pipeline import extract_lexicon as lx
 from pipeline.offline import OfflineDistiller
 from pipeline.secrets import redact_secrets
-from pipeline.text import extract_numbers, extract_versions, reply_kind, split_clauses
+from pipeline.text import extract_numbers, extract_versions, has_change_cue, reply_kind, split_clauses
 from schemas.pipeline import Role, Transcript, Turn
 
 MAX_TURN = LimitSettings().max_turn_chars
@@ -222,6 +222,9 @@ WORKER_CASES: list[tuple[str, Callable[[str], object], str]] = [
     ("standing instruction", lambda t: lx.ZH_STANDING.search(t), _fill("要是")),
     ("discourse tail", lambda t: lx.EN_DISCOURSE_TAIL.sub("", t), _fill(", ") + "x"),
     ("discourse tail zh", lambda t: lx.ZH_DISCOURSE_TAIL.sub("", t), _fill("，") + "x"),
+    # a closing "now" after a subject: two tempered runs in one pattern took a second at 4,000 characters
+    ("change cue, closing now", has_change_cue, _fill("i ") + "x"),
+    ("change cue, closing now, subjects", has_change_cue, _fill("we are fine ")),
 ]
 
 
@@ -274,3 +277,18 @@ def test_offline_distillation_of_max_size_attack_turns_is_bounded() -> None:
     elapsed = time.perf_counter() - start
     # Before the fixes this transcript ran for minutes (the "a-" turn alone: 194 s).
     assert elapsed < 5.0, f"{len(DISTILL_TURNS)} max-size turns took {elapsed:.1f} s"
+
+
+@pytest.mark.parametrize("unit", ["也", "其实", "用户", "2026年", "Lena and I ", "gave my "])
+def test_what_a_change_ends_is_read_in_linear_time_on_values_at_the_write_limit(unit: str) -> None:
+    """Reconcile reads what a value says it ended (`_replaced_terms`) on every change, a caller's own writes included
+    (values up to 2,000 characters): runs of the adverbs that may stand before a Chinese verb were cubic."""
+    from pipeline.reconcile import _replaced_terms
+
+    value = "用户" + _fill(unit, 2_000) + "卖了"
+
+    def read() -> object:
+        _replaced_terms.cache_clear()
+        return _replaced_terms(value)
+
+    assert _best_of_3(read) < 0.05
