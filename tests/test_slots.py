@@ -321,3 +321,15 @@ def test_a_field_label_names_the_slots_of_its_words() -> None:
     assert slots.label_slots("数据库") == {"database"}
     assert "deadline" in slots.label_slots("上线时间")
     assert slots.label_slots("Output") == slots.label_slots("Step 1") == slots.label_slots("报错") == frozenset()
+
+
+def test_slots_read_alike_name_registry_slots_both_ways() -> None:
+    """`confused_with` is a relation between two slots: each names a slot of the registry, and the other names it
+    back (a change filed under either may retire the other's value)."""
+    from pipeline.slots import BY_NAME, SLOTS
+
+    pairs = {(s.name, o) for s in SLOTS for o in s.confused_with}
+    assert pairs >= {("role", "employer"), ("os", "device")}
+    for a, b in pairs:
+        assert b in BY_NAME
+        assert (b, a) in pairs
