@@ -1,8 +1,9 @@
 """Secret and personal-identifier redaction, run on every turn at ingest before anything is stored.
 
 Only the fact that a secret existed survives (as a `[REDACTED:kind]` marker); the value never does.
-The detectors are shape-based and conservative about ordinary numbers: versions, years, prices and
-phone-length numbers inside normal text are left alone unless they are clearly card/ID shaped.
+The detectors are shape-based and conservative about ordinary numbers: versions, years, prices, order and
+tracking numbers inside normal text are left alone unless they are clearly card, ID or phone shaped, or a
+label names them (a card number, a passport number, a phone number).
 
 This runs on the API's request thread for caller-controlled text, so every detector must run in time
 linear in the input. The unbounded patterns run on RE2 (`re2`, google-re2), which guarantees that; RE2
@@ -140,6 +141,35 @@ _LABELLED_ID_RE = re2.compile(
     r"(?P<secret>[A-Z0-9]+(?:[ \-][A-Z0-9]+){0,8})"
 )
 LABELLED_ID_MIN_DIGITS = 6
+
+# Phone numbers are personal contact details: a memory that agents read back must not hand them out. Three
+# shapes are specific enough on their own, and any run of digits a phone cue names is one too:
+# - a mainland China mobile number (11 digits, 13x-19x, optionally +86 and grouped 3-4-4);
+# - an international number written with its "+" and country code ("+44 7700 900123", "+1 (415) 555-0123");
+# - a North American number grouped 3-3-4 with separators ("(415) 555-0123", "415-555-0123").
+# The character before is consumed (kept by the replacement) in place of a look-behind; the one after and the
+# count of digits are checked in Python. A bare run of digits without a cue (an order or tracking number) stays.
+_PHONE_SEP = r"[ \-.]"
+_CN_MOBILE_RE = re2.compile(
+    r"(?:^|[^0-9A-Za-z+])(?P<secret>(?:(?:\+|00)86" + _PHONE_SEP + r"?)?1[3-9][0-9](?:" + _PHONE_SEP + r"?[0-9]{4}){2})"
+)
+_INTL_PHONE_RE = re2.compile(
+    r"(?:^|[^0-9A-Za-z+])(?P<secret>\+[1-9][0-9]{0,3}(?:" + _PHONE_SEP + r"?\(?[0-9]{1,5}\)?){2,6})"
+)
+_NANP_PHONE_RE = re2.compile(
+    r"(?:^|[^0-9A-Za-z])(?P<secret>(?:\([2-9][0-9]{2}\) ?|[2-9][0-9]{2}[\-.])[2-9][0-9]{2}[\-.][0-9]{4})"
+)
+_PHONE_CUE_EN = (
+    r"(?i:\b(?:(?:mobile|cell|cellphone|phone|telephone|tel|landline|whats ?app)(?:" + _SP + r"(?:number|no\.?|num|#))?"
+    r"|(?:call|text|ring|reach|contact) me (?:at|on)))"
+)
+_PHONE_CUE_ZH = r"(?:手机号码|手机号|手机|电话号码|电话|联系电话|联系方式|座机|打我|打给我)"
+_LABELLED_PHONE_RE = re2.compile(
+    r"(?:" + _PHONE_CUE_EN + "|" + _PHONE_CUE_ZH + r")" + _SP + r"(?:(?i:is|was)" + _SP + r"|[:：=是为]" + _SP + r")?"
+    r"(?P<secret>\+?\(?[0-9][0-9()]*(?:" + _PHONE_SEP + r"\(?[0-9]+\)?){0,6})"
+)
+PHONE_DIGITS = (7, 15)
+"""How many digits a phone number holds (ITU E.164 allows at most 15; local numbers have at least 7)."""
 
 # Bounded (at most 19 digits, single-character look-around): constant work per start, so linear on `re`.
 _CARD_RE = re.compile(r"(?<![\d\-])(?:\d[ \-]?){12,18}\d(?![\d\-])")
@@ -375,6 +405,15 @@ def redact_secrets(text: str) -> Redaction:
             return data[start:end]
         return data[start:g_start] + note("id_number") + data[g_start + len(value) : end]
 
+    def phone(data: bytes, start: int, end: int, g_start: int, g_end: int) -> bytes:
+        # In place of the look-ahead: a number glued to a following letter or digit is part of something longer.
+        if end < len(data) and data[end] in _ASCII_ALNUM:
+            return data[start:end]
+        digits = sum(c in b"0123456789" for c in data[g_start:g_end])
+        if not PHONE_DIGITS[0] <= digits <= PHONE_DIGITS[1]:
+            return data[start:end]
+        return data[start:g_start] + note("phone_number") + data[g_end:end]
+
     def card(m: re.Match[str]) -> str:
         return note("card_number").decode() if _is_card(m.group(0)) else m.group(0)
 
@@ -407,6 +446,8 @@ def redact_secrets(text: str) -> Redaction:
     # The card pattern is Python `re` on str (Unicode digits); two extra copies of the text are cheap.
     out = _CARD_RE.sub(card, out.decode()).encode()
     out = _sub(_LABELLED_ID_RE, labelled_id, out)
+    for pattern in (_LABELLED_PHONE_RE, _INTL_PHONE_RE, _CN_MOBILE_RE, _NANP_PHONE_RE):
+        out = _sub(pattern, phone, out)
     out = _sub(_PASSWORD_PROSE_RE, secret_part("password"), out)
     out = _sub(_ASSIGN_RE, secret_part("secret"), out)
     out = _sub(_TOKEN_RE, token, out)
@@ -433,6 +474,7 @@ _KIND_WORDS_EN = {
     "national_id": "an ID number",
     "card_number": "a card number",
     "id_number": "an account or ID number",
+    "phone_number": "a phone number",
 }
 _KIND_WORDS_ZH = {
     "api_key": "API 密钥",
@@ -448,6 +490,7 @@ _KIND_WORDS_ZH = {
     "national_id": "身份证号",
     "card_number": "银行卡号",
     "id_number": "账号或证件号码",
+    "phone_number": "电话号码",
 }
 
 

@@ -31,6 +31,16 @@ from pipeline.secrets import redact_secrets
         ("护照号码：E12345678，下个月出国", "E12345678", "id_number"),
         ("我的银行卡号是 6222 0212 3456 7890 123", "6222 0212 3456 7890 123", "id_number"),
         ("社保卡号 123456789012 丢了", "123456789012", "id_number"),
+        # Phone numbers: personal contact details, by their shape or by the cue that names them.
+        ("我每天跑 5 公里，电话 13912345678", "13912345678", "phone_number"),
+        ("手机号是138 1111 2222，有事打", "138 1111 2222", "phone_number"),
+        ("打给我 +86 138-1111-2222 就行", "+86 138-1111-2222", "phone_number"),
+        ("办公室座机：010-62345678", "010-62345678", "phone_number"),
+        ("my number is +44 7700 900123 if the courier calls", "+44 7700 900123", "phone_number"),
+        ("call me at 07700 900123 after six", "07700 900123", "phone_number"),
+        ("office line (415) 555-0123, ask for Dana", "(415) 555-0123", "phone_number"),
+        ("reach me on 415.555.0123", "415.555.0123", "phone_number"),
+        ("my cell # is 555-0123", "555-0123", "phone_number"),
     ],
 )
 def test_secret_shapes_are_redacted(text: str, secret: str, kind: str) -> None:
@@ -58,8 +68,14 @@ def test_high_entropy_token() -> None:
     "text",
     [
         "I upgraded to PostgreSQL 15.4 in 2023",
-        "我每天跑 5 公里，电话 13912345678",
         "order number 1234567890123 shipped",
+        "tracking 9400111899223197428490 says Tuesday",
+        "my phone is a Pixel 8 and the phone bill is 45 a month",
+        "revenue grew +15% to 1,381,111,222 yen",
+        "ISBN 978-3-16-148410-0",
+        "we moved to Tel Aviv in 2019",
+        "phone: 12 missed calls",
+        "build 138123456789 passed",
         "card 4539 1488 0343 6468 fails the checksum",
         "the password is wrong again",
         "see src/components/very_long_component_name_here.tsx",
