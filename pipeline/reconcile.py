@@ -674,6 +674,24 @@ def _named_source(fact: CandidateFact, candidates: list[_Mem]) -> _Mem | None:
 _CONTRAST_RE = re.compile(r"[,，]\s*not\s|\binstead of\b|\brather than\b|而不是")
 
 
+_FROM_NOW_ON_RE = re.compile(
+    r"\bfrom now on\b|\bgoing forward\b|\bfrom today on\b|\bstarting (?:now|today)\b|"
+    r"从现在起|从现在开始|从今天起|从今天开始|从今以后|今后"
+)
+"""A value said to hold from now on: on a one-value slot, what held until now no longer does."""
+_ADDS_RE = re.compile(r"\balso\b|\btoo\b|\bas well\b|\bin addition\b|还要|也要|另外|再加")
+"""An addition ("from now on also cite sources"): it joins the old value instead of replacing it."""
+
+
+def _changes(fact: CandidateFact, mem: _Mem) -> bool:
+    """Whether `fact` says `mem`'s value no longer holds: a change cue, or, on a one-value slot, a new value that
+    holds from now on ("from now on bullet points and short answers" after "likes long explanations") and does
+    not only add to the old one."""
+    return fact.supersedes_previous or (
+        _single_valued(mem.key) and bool(_FROM_NOW_ON_RE.search(fact.value)) and not _ADDS_RE.search(fact.value)
+    )
+
+
 _NAMES_ITS_SOURCE = re.compile(r"\bfrom\b|\binstead of\b|从|(?<![自理经缘来])由[^，,。]{1,12}?(?:改|换|变|转)")
 """A change that says what it changed from ("switched from Polars to DuckDB") retires that value only."""
 
@@ -725,6 +743,7 @@ def _same_key_decision(
                 reason=f"same key {mem.key}: restates it without new specifics",
             )
         single = _single_valued(mem.key)
+        changes = _changes(fact, mem)
         dropped = {w for w in old_sal if not _shares_salient({w}, new_sal)}
         # One value at a time, and the new value names something else instead of the old specifics
         # ("editor is Vim" -> "editor is Emacs", "a backend engineer" -> "the engineering manager"): shared
@@ -774,7 +793,7 @@ def _same_key_decision(
         # A change cue retires a single-valued memory
         # ("moved to Lyon"); on a many-valued one ("绿茶早就不喝了"
         # next to a tea habit) it only refines.
-        if refines and (not fact.supersedes_previous or not single):
+        if refines and (not changes or not single):
             # Refinement: repeats what is known and adds detail (numbers only added, never changed).
             return MemoryOp(
                 action="merge",
@@ -789,8 +808,15 @@ def _same_key_decision(
     strong = (
         flipped and fact.source in (Source.user, Source.manual) and (fact.confidence >= STRONG_CONTRADICTION_CONFIDENCE)
     )
-    if (fact.supersedes_previous or strong) and not mem.pinned:
-        cue = "change-of-state cue" if fact.supersedes_previous else "strong explicit contradiction"
+    changes = _changes(fact, mem)
+    if (changes or strong) and not mem.pinned:
+        cue = (
+            "change-of-state cue"
+            if fact.supersedes_previous
+            else "holds from now on"
+            if changes
+            else "strong explicit contradiction"
+        )
         return _supersede(fact, emb, mem, f"same key {mem.key}, {what}, {cue}")
     pinned_note = " (old memory is pinned, never superseded automatically)" if mem.pinned else ""
     return MemoryOp(

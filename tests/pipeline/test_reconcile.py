@@ -528,3 +528,39 @@ def test_chinese_objects_before_the_verb_that_ends_them_and_a_source_marker_only
     new = fact("user.exercise", "用户现在改游泳了，自由泳还不熟", 60, supersedes_previous=True)
     [op] = reconcile([new], [old], dedupe_threshold=T)
     assert (op.action, op.target_id) == ("supersede", old.id)
+
+
+def test_a_one_value_slot_s_new_value_from_now_on_replaces_the_old_one() -> None:
+    """Free-worded one-value slots (how to answer) used to merge any new value as a refinement; one said to hold
+    from now on replaces the old value, in both languages, unless it only adds to it."""
+    old = mem("user.answer_style", "User wants thorough answers with background", 0)
+    [op] = reconcile(
+        [fact("user.answer_style", "User: from now on just the steps, numbered, no background", 40)],
+        [old],
+        dedupe_threshold=T,
+    )
+    assert op.action == "supersede"
+    assert op.target_id == old.id
+
+    old = mem("user.answer_style", "用户希望回答用英文", 0)
+    [op] = reconcile([fact("user.answer_style", "从今天起用户希望用中文回答", 40)], [old], dedupe_threshold=T)
+    assert op.action == "supersede"
+    assert op.target_id == old.id
+
+    # Said without "from now on", a different way of answering is a refinement as before; an addition stays one.
+    old = mem("user.answer_style", "User wants thorough answers with background", 0)
+    [op] = reconcile([fact("user.answer_style", "User: numbered steps please", 40)], [old], dedupe_threshold=T)
+    assert op.action == "merge"
+    [op] = reconcile(
+        [fact("user.answer_style", "User: from now on also cite a source for each step", 40)], [old], dedupe_threshold=T
+    )
+    assert op.action == "merge"
+
+    # On a slot that holds several values, from now on adds one: the old value stays.
+    old = mem("user.instruction", "User wants metric units in every answer", 0)
+    [op] = reconcile(
+        [fact("user.instruction", "User: from now on CC my manager on every email draft", 40)],
+        [old],
+        dedupe_threshold=T,
+    )
+    assert op.action != "supersede"
