@@ -1015,7 +1015,7 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
             # any fact ("周末的话，…", "On weekends, …"), it leads the next one.
             (groups[-1][2] if groups else pending).append(clause)
             continue
-        attr = _match_attribute(clause, ctx.judge)
+        attr = _match_attribute(_reported_of_me(clause), ctx.judge)
         if attr is None and (_is_mood(clause) or lx.ZH_PLAN.search(clause) or lx.EN_PLAN.search(clause)):
             continue
         if passing and attr is None and not has_change_cue(clause):
@@ -1112,18 +1112,37 @@ def _named_companions(sentence: str, turn: Turn, lang: Lang, ctx: _Context, conf
     for m in _MY_NAMED_RE.finditer(sentence):
         count, noun, name, other = m.groups()
         names = [n for n in (name, other) if n and n not in lx.EN_NOT_NAME_WORDS and n not in _EN_NOT_NAMES]
-        if (
-            not names
-            or (len(names) == 1 and count)
-            or any(n in p for n in names for d in ctx.drafts[since:] for p in d.parts)
-        ):
+        if not names or (len(names) == 1 and count) or not _companion_untold(ctx, since, names):
             continue
         one = noun[:-1] if count and noun.endswith("s") else noun
         kind_of = ctx.judge.predict(f"I have a {one}")  # what the noun is, without the name to sway it
         if kind_of.slot in _COMPANION_SLOTS and kind_of.probability >= COMPANION_MIN_PROBABILITY:
             attr = _SLOT_ATTRIBUTES[kind_of.slot]
             said = f"I have {count} {noun} named {' and '.join(names)}" if count else f"I have a {noun} named {name}"
+            _drop_passing_companions(ctx, since, names)
             _add(ctx, f"user.{kind_of.slot}", attr.kind, said, turn, conf, USER, lang)
+
+
+def _passing_companion(d: _Draft, names: list[str]) -> bool:
+    """A pet or family fact drawn from the sentence that names the companion but says how they are now ("我家英短
+    蓝猫奶盖最近胖到 7 公斤了", "Pepper hasn't eaten since yesterday"): who they are to the user is the lasting part."""
+    return (
+        d.key.partition(".")[2] in _COMPANION_SLOTS
+        and any(n in p for n in names for p in d.parts)
+        and all(_is_time_bound(p) or _LOOSELY_NOW_RE.search(p) for p in d.parts)
+    )
+
+
+def _companion_untold(ctx: _Context, since: int, names: list[str]) -> bool:
+    """Whether no fact drawn from the sentence (`ctx.drafts[since:]`) names the companion, other than a passing
+    state of theirs, which the statement of who they are replaces."""
+    return not any(
+        any(n in p for n in names for p in d.parts) and not _passing_companion(d, names) for d in ctx.drafts[since:]
+    )
+
+
+def _drop_passing_companions(ctx: _Context, since: int, names: list[str]) -> None:
+    ctx.drafts[since:] = [d for d in ctx.drafts[since:] if not _passing_companion(d, names)]
 
 
 _ZH_MINE_RE = re.compile(r"(?:我们家|我家|我的)的?")
@@ -1158,8 +1177,9 @@ def _zh_named_pets(sentence: str, turn: Turn, ctx: _Context, conf: float, *, sin
                 continue
             if ctx.judge.predict(f"我养了一只{name}").probability >= ZH_PET_NAME_MAX_PROBABILITY:
                 continue  # a second kind ("英短 蓝猫"): the name, if any, comes after it
-            if not any(name in p for d in ctx.drafts[since:] for p in d.parts):
+            if _companion_untold(ctx, since, [name]):
                 attr = _SLOT_ATTRIBUTES["pet"]
+                _drop_passing_companions(ctx, since, [name])
                 _add(ctx, "user.pet", attr.kind, f"我养了一只{kind}，叫{name}", turn, conf, USER, "zh")
             break
 
@@ -1171,6 +1191,16 @@ def _undated(clause: str) -> str:
     if has_cjk(clause):
         return re.sub(r"刚刚|刚才", "", clause)  # "just now" is no date to resolve, and is untrue a year later
     return re.sub(r"\s{2,}", " ", lx.EN_TIME_TRANSIENT.sub("", clause)).strip(" ,")
+
+
+_ZH_REPORTED_OF_ME_RE = re.compile(r"^[^，,。！!？?我]{1,8}?(?:说|讲|告诉我|诊断出?|查出)(?:来)?(?=我(?!们))")
+
+
+def _reported_of_me(clause: str) -> str:
+    """What a report about the user says of them ("医生说我有点贫血" → "我有点贫血"): the fact it reports is judged,
+    not the reporting; a view of the user is set aside later (`_OPINION_OF_USER_RE`)."""
+    m = _ZH_REPORTED_OF_ME_RE.match(clause) if has_cjk(clause) else None
+    return clause[m.end() :] if m else clause
 
 
 _OPINION_OF_USER_RE = re.compile(
