@@ -191,7 +191,9 @@ def load_prototypes(lang: str) -> list[Example]:
     changes and plans), `prototypes_assistant_<lang>.jsonl` (the register people use with an assistant: terse
     self-descriptions, "senior SRE here", "我们是 PG", beside requests, one-off states and chat that says
     nothing), `prototypes_passing_<lang>.jsonl` (facts said in passing in casual chat: without a subject, in lower
-    case, with fillers, "been on firefox for a few months now", "转行做UI了", beside close one-off look-alikes) and
+    case, with fillers, "been on firefox for a few months now", "转行做UI了", beside close one-off look-alikes),
+    `prototypes_implied_<lang>.jsonl` (facts a request to an assistant takes for granted, "how do i get my toddler
+    to nap longer", "怎么把聊天记录迁到新买的华为上", beside requests about someone else, one-off events and tasks) and
     `contrast_<lang>.jsonl` (transient look-alikes of facts, and stable facts with time words)."""
     names = (
         "prototypes",
@@ -199,6 +201,7 @@ def load_prototypes(lang: str) -> list[Example]:
         "prototypes_change",
         "prototypes_assistant",
         "prototypes_passing",
+        "prototypes_implied",
         "contrast",
     )
     return [
