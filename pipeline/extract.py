@@ -1193,12 +1193,16 @@ def _undated(clause: str) -> str:
     return re.sub(r"\s{2,}", " ", lx.EN_TIME_TRANSIENT.sub("", clause)).strip(" ,")
 
 
-_ZH_REPORTED_OF_ME_RE = re.compile(r"^[^，,。！!？?我]{1,8}?(?:说|讲|告诉我|诊断出?|查出)(?:来)?(?=我(?!们))")
+_ZH_REPORTED_OF_ME_RE = re.compile(
+    r"^[^，,。！!？?我]{0,4}?(?:医生|大夫|医院|体检|检查|化验|诊断|报告)[^，,。！!？?我]{0,4}?"
+    r"(?:说|讲|告诉我|显示|诊断出?|查出来?)(?=我(?!们))"
+)
 
 
 def _reported_of_me(clause: str) -> str:
-    """What a report about the user says of them ("医生说我有点贫血" → "我有点贫血"): the fact it reports is judged,
-    not the reporting; a view of the user is set aside later (`_OPINION_OF_USER_RE`)."""
+    """What a record about the user says of them ("医生说我有点贫血" → "我有点贫血", "体检查出来我血压偏高"): a
+    doctor's or a test's finding is judged by the fact it reports, not by the reporting. Anyone else's word about
+    the user is judged whole, and a view of them is set aside later (`_OPINION_OF_USER_RE`)."""
     m = _ZH_REPORTED_OF_ME_RE.match(clause) if has_cjk(clause) else None
     return clause[m.end() :] if m else clause
 

@@ -679,7 +679,7 @@ _FROM_NOW_ON_RE = re.compile(
     r"从现在起|从现在开始|从今天起|从今天开始|从今以后|今后"
 )
 """A value said to hold from now on: on a one-value slot, what held until now no longer does."""
-_ADDS_RE = re.compile(r"\balso\b|\btoo\b|\bas well\b|\bin addition\b|还要|也要|另外|再加")
+_ADDS_RE = re.compile(r"\balso\b|,? too[.!]*$|\bas well\b|\bin addition\b|还要|也要|另外|再加")
 """An addition ("from now on also cite sources"): it joins the old value instead of replacing it."""
 
 

@@ -1125,6 +1125,7 @@ def test_what_someone_thinks_of_the_user_is_theirs_but_a_reported_fact_is_kept()
     for text in ("我爸总说我太宅了", "my sister thinks I'm too picky about food"):
         assert _active(extract_facts(_transcript(("user", text)))) == [], text
     assert _find(extract_facts(_transcript(("user", "医生说我有点贫血"))), "贫血")
+    assert _find(extract_facts(_transcript(("user", "体检查出来我血压偏高"))), "血压偏高")
     assert _find(extract_facts(_transcript(("user", "My doctor says I have mild asthma."))), "asthma")
 
 

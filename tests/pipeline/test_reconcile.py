@@ -556,6 +556,14 @@ def test_a_one_value_slot_s_new_value_from_now_on_replaces_the_old_one() -> None
     )
     assert op.action == "merge"
 
+    # "too" as a degree is no addition.
+    [op] = reconcile(
+        [fact("user.answer_style", "User: from now on skip the background, it makes answers too long", 40)],
+        [old],
+        dedupe_threshold=T,
+    )
+    assert op.action == "supersede"
+
     # On a slot that holds several values, from now on adds one: the old value stays.
     old = mem("user.instruction", "User wants metric units in every answer", 0)
     [op] = reconcile(
