@@ -166,7 +166,7 @@ _PHONE_CUE_EN = (
 _PHONE_CUE_ZH = r"(?:手机号码|手机号|手机|电话号码|电话|联系电话|联系方式|座机|打我|打给我)"
 _LABELLED_PHONE_RE = re2.compile(
     r"(?:" + _PHONE_CUE_EN + "|" + _PHONE_CUE_ZH + r")" + _SP + r"(?:(?i:is|was)" + _SP + r"|[:：=是为]" + _SP + r")?"
-    r"(?P<secret>\+?\(?[0-9][0-9()]*(?:" + _PHONE_SEP + r"\(?[0-9]+\)?){0,6})"
+    r"(?P<secret>\+?\(?[0-9][0-9() \-.]{5,24}[0-9])"
 )
 PHONE_DIGITS = (7, 15)
 """How many digits a phone number holds (ITU E.164 allows at most 15; local numbers have at least 7)."""
