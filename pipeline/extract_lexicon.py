@@ -251,6 +251,12 @@ EN_TIME_TRANSIENT = re.compile(
     r"\b\d+\s?% (?:done|complete|through|finished)\b|\b\d+[- ]day streak\b",
     re.I,
 )
+ZH_LEVEL_REACHED = re.compile(
+    # A level a measure has just reached ("goroutine 数涨到了几十万", "体重掉到 60 公斤", "延迟飙到 900ms"): a reading
+    # of the moment, which the next reading replaces. Chinese says it in a clause of its own; English often glues it to
+    # a fact without a comma ("I work at Shopify, latency went up to 900 ms"), which would drop the fact with it.
+    r"(?:涨|降|跌|掉|升|增|减|飙|冲)(?:到|至)了?\s*[\d一二两三四五六七八九十百千万几]"
+)
 EN_MOOD = re.compile(
     r"\btired\b|exhausted|stressed|\bbored\b|\bhungry\b|\bsick\b|annoyed|frustrated|\bin a hurry\b|"
     r"sleepy|\bugh\b|\blol\b|\bhaha\b|\bwhoa\b|\bcurious\b|anxious|\bupset\b|\bexcited\b|\bmood\b",

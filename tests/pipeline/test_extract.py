@@ -1396,3 +1396,15 @@ def test_two_companions_named_together_and_a_move_said_as_relocating() -> None:
     ]
     assert "Oslo" in city.value
     assert city.supersedes_previous
+
+
+def test_a_level_a_measure_just_reached_is_a_reading_of_the_moment() -> None:
+    """ "内存涨到了 40G", "体重掉到 60 公斤": the next reading replaces it; the fact beside it stays, and a rise in rank
+    names no amount ("升到了高级工程师")."""
+    facts = _active(extract_facts(_transcript(("user", "我在网易做游戏后台，最近线上有个服务内存涨到了 40G"))))
+    assert _find(facts, "网易")
+    assert not [f for f in facts if "40G" in f.value]
+    facts = _active(extract_facts(_transcript(("user", "我体重掉到 60 公斤了，我是护士"))))
+    assert _find(facts, "护士")
+    assert not [f for f in facts if "公斤" in f.value]
+    assert _find(extract_facts(_transcript(("user", "我升到了高级工程师"))), "高级工程师")
