@@ -207,9 +207,7 @@ _LOOSELY_NOW_RE = re.compile(
 
 
 def _is_time_bound(clause: str) -> bool:
-    return bool(
-        lx.ZH_TIME_TRANSIENT.search(clause) or lx.EN_TIME_TRANSIENT.search(clause) or lx.ZH_LEVEL_REACHED.search(clause)
-    )
+    return bool(lx.ZH_TIME_TRANSIENT.search(clause) or lx.EN_TIME_TRANSIENT.search(clause))
 
 
 def _is_mood(clause: str) -> bool:

@@ -222,7 +222,11 @@ ZH_TIME_TRANSIENT = re.compile(
     # done or left ("完成 70%", "还差一半"); the next count replaces it
     r"第\s*[零〇一二两三四五六七八九十百千\d]+\s*(?:天|周|章|节|课|关|集|篇|页|轮)|"
     r"连续[^，,。；]{0,6}?[零〇一二两三四五六七八九十百千\d]+\s*(?:天|周|个月)|"
-    r"(?:完成|做完|写完|达成|进度)(?:了|到)?\s*(?:\d+(?:\.\d+)?\s*[%％]|[一二三四五六七八九十]成|一半)|还差\s*(?:一半|\d)"
+    r"(?:完成|做完|写完|达成|进度)(?:了|到)?\s*(?:\d+(?:\.\d+)?\s*[%％]|[一二三四五六七八九十]成|一半)|还差\s*(?:一半|\d)|"
+    # a level a measure has just reached ("goroutine 数涨到了几十万", "体重掉到 60 公斤", "延迟飙到 900ms"): the next
+    # reading replaces it. Chinese only: English often glues such a reading to a fact without a clause break ("I work
+    # at Shopify, latency went up to 900 ms"), which would drop the fact with it.
+    r"(?:涨|降|跌|掉|升|增|减|飙|冲)(?:到|至)了?\s*[\d一二两三四五六七八九十百千万几]"
 )
 ZH_MOOD = re.compile(
     r"累|烦|着急|急死|难受|开心|高兴|无聊|郁闷|困|饿|紧张|焦虑|生气|头疼|头痛|发烧|不舒服|心情|哈哈|崩溃|"
@@ -250,12 +254,6 @@ EN_TIME_TRANSIENT = re.compile(
     # whose clause also says where the user works (Chinese says such things in a clause of their own)
     r"\b\d+\s?% (?:done|complete|through|finished)\b|\b\d+[- ]day streak\b",
     re.I,
-)
-ZH_LEVEL_REACHED = re.compile(
-    # A level a measure has just reached ("goroutine 数涨到了几十万", "体重掉到 60 公斤", "延迟飙到 900ms"): a reading
-    # of the moment, which the next reading replaces. Chinese says it in a clause of its own; English often glues it to
-    # a fact without a comma ("I work at Shopify, latency went up to 900 ms"), which would drop the fact with it.
-    r"(?:涨|降|跌|掉|升|增|减|飙|冲)(?:到|至)了?\s*[\d一二两三四五六七八九十百千万几]"
 )
 EN_MOOD = re.compile(
     r"\btired\b|exhausted|stressed|\bbored\b|\bhungry\b|\bsick\b|annoyed|frustrated|\bin a hurry\b|"

@@ -708,6 +708,7 @@ def _same_key_decision(
     old_core, new_core = _core(mem.value), _core(fact.value)
     new_has_old = bool(old_core) and old_core in new_core
     old_has_new = bool(new_core) and new_core in old_core
+    changes = _changes(fact, mem)
 
     if (fact.supersedes_previous or _CONTRAST_RE.search(fact.value)) and _replaces(fact, mem) and not mem.pinned:
         # "keto didn't stick, I'm eating mediterranean now", "it's cashews I'm allergic to, not peanuts": the value
@@ -743,7 +744,6 @@ def _same_key_decision(
                 reason=f"same key {mem.key}: restates it without new specifics",
             )
         single = _single_valued(mem.key)
-        changes = _changes(fact, mem)
         dropped = {w for w in old_sal if not _shares_salient({w}, new_sal)}
         # One value at a time, and the new value names something else instead of the old specifics
         # ("editor is Vim" -> "editor is Emacs", "a backend engineer" -> "the engineering manager"): shared
@@ -808,15 +808,10 @@ def _same_key_decision(
     strong = (
         flipped and fact.source in (Source.user, Source.manual) and (fact.confidence >= STRONG_CONTRADICTION_CONFIDENCE)
     )
-    changes = _changes(fact, mem)
     if (changes or strong) and not mem.pinned:
-        cue = (
-            "change-of-state cue"
-            if fact.supersedes_previous
-            else "holds from now on"
-            if changes
-            else "strong explicit contradiction"
-        )
+        cue = "strong explicit contradiction"
+        if changes:
+            cue = "change-of-state cue" if fact.supersedes_previous else "holds from now on"
         return _supersede(fact, emb, mem, f"same key {mem.key}, {what}, {cue}")
     pinned_note = " (old memory is pinned, never superseded automatically)" if mem.pinned else ""
     return MemoryOp(
