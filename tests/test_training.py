@@ -198,3 +198,15 @@ def test_validation_counts_statements_and_family_facts() -> None:
 
     assert _slots_of(fact("user", "user.role")) == {"role"}
     assert _slots_of(fact("father", "father.role")) == {"role", "family"}
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_hand_written_file_is_read_whole(lang: str) -> None:
+    """A new prototype file must be listed in `load_prototypes` to be learned from, and a row whose slot is not in
+    the registry is skipped: either would leave hand-written data out of the model without a word."""
+    from hindsight.training.extractor import DATA_DIR, load_prototypes
+
+    files = [p for p in DATA_DIR.glob(f"*_{lang}.jsonl") if p.name.startswith(("prototypes", "contrast"))]
+    rows = [line for p in files for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
+    assert len(files) >= 7
+    assert len(load_prototypes(lang)) == len(rows)
