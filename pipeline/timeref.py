@@ -63,7 +63,7 @@ def _n(word: str, table: dict[str, int]) -> int:
     return int(word) if word.isdigit() else table.get(word, 1)
 
 
-Rule = tuple[re.Pattern[str], Callable[[re.Match[str], date], Span]]
+Rule = tuple[re.Pattern[str], Callable[[re.Match[str], date], Span | None]]
 
 _EN_COUNT = r"(\d+|a|an|one|two|three|four|five|six|ten)"
 _ZH_COUNT = r"(\d+|[一两二三四五六七八九十])"
@@ -78,7 +78,67 @@ def _fixed(span: Callable[[date], Span]) -> Callable[[re.Match[str], date], Span
     return lambda m, d: span(d)
 
 
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_ZH_WEEKDAY = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6}
+
+
+def _en_weekday(m: re.Match[str], d: date) -> Span:
+    """ "last Friday": the latest Friday before `d`; "next Monday", "this coming Monday": the first one after it;
+    "this Saturday": that day of `d`'s own week."""
+    which, day = m.group(1).lower(), _WEEKDAYS.index(m.group(2).lower())
+    if which in ("last", "this past"):
+        return _day_span(d, -((d.weekday() - day) % 7 or 7))
+    if which in ("next", "this coming"):
+        return _day_span(d, (day - d.weekday()) % 7 or 7)
+    return _day_span(_week_start(d), day)
+
+
+def _zh_weekday(m: re.Match[str], d: date) -> Span:
+    """ "上周五", "下周一", "这周六": that day of the week before, after, or of `d`'s own."""
+    weeks = {"上": -1, "下": 1}.get(m.group(1), 0)
+    return _day_span(_week_start(d), 7 * weeks + _ZH_WEEKDAY[m.group(2)])
+
+
+_EN_DURATION_RE = re.compile(
+    r"\b(?:was|were|did|had|got|went|made|took|lost|gained|built|ran|wrote|read|learnt|grew|became|\w+ed|"
+    r"finish(?:es)?|complete[sd]?|usually|always|every|often|can|could|takes?)\b",
+    re.I,
+)
+"""Words that make "in 3 weeks" a length of time, not a time ahead: "lost 5 kg in two months", "I can finish a
+book in a week"."""
+
+
+def _en_ahead(m: re.Match[str], d: date) -> Span | None:
+    """ "in 3 weeks" from now, unless its clause says it is how long something took or takes."""
+    clause = re.split(r"[,.;!?]", m.string[: m.start()])[-1]
+    return None if _EN_DURATION_RE.search(clause) else _ahead(m.group(2).lower(), _count(m), d)
+
+
+def _ahead(unit: str, count: int, d: date) -> Span:
+    """`count` days, weeks, months or years after `d` ("in 3 weeks", "两个月后")."""
+    if unit.startswith(("day", "天")):
+        return _day_span(d, count)
+    if unit.startswith(("week", "周", "星期", "礼拜", "个星期", "个礼拜", "个周")):
+        return _week_span(d, count)
+    if unit.startswith(("month", "个月")):
+        return _month_span(d, count)
+    return _year_span(d.year + count)
+
+
 _EN: list[Rule] = [
+    (
+        re.compile(rf"\b(last|next|this coming|this past|this)\s+({'|'.join(_WEEKDAYS)})\b", re.I),
+        _en_weekday,
+    ),
+    # "in 3 weeks", "two months from now"; not "in a week or two", which names no one week
+    (
+        re.compile(r"\bin " + _EN_COUNT + r" (days?|weeks?|months?|years?)\b(?! or\b)", re.I),
+        _en_ahead,
+    ),
+    (
+        re.compile(r"\b" + _EN_COUNT + r" (days?|weeks?|months?|years?) from now\b", re.I),
+        lambda m, d: _ahead(m.group(2).lower(), _count(m), d),
+    ),
     (re.compile(r"\byesterday\b", re.I), _fixed(lambda d: _day_span(d, -1))),
     (
         re.compile(r"\b(?:today|tonight|this morning|this afternoon|this evening)\b", re.I),
@@ -101,6 +161,12 @@ _EN: list[Rule] = [
 ]
 
 _ZH: list[Rule] = [
+    # a day of a named week first: "上周五" is a day, not the week before and a stray "五"
+    (re.compile(r"([上下这本])个?(?:周|星期|礼拜)([一二三四五六日天])"), _zh_weekday),
+    (
+        re.compile(rf"(?<![\d一二两三四五六七八九十百几]){_ZH_COUNT}(天|个?(?:星期|礼拜|周)|个月|年)(?:之|以)?后"),
+        lambda m, d: _ahead(m.group(2), _count(m), d),
+    ),
     (re.compile(r"前天"), _fixed(lambda d: _day_span(d, -2))),
     (re.compile(r"昨天|昨晚"), _fixed(lambda d: _day_span(d, -1))),
     (re.compile(r"今天|今晚|今早"), _fixed(lambda d: _day_span(d, 0))),
@@ -155,12 +221,17 @@ def resolve_relative_time(text: str, occurred_at: datetime | date) -> str:
 def _rewrite(
     text: str,
     pattern: re.Pattern[str],
-    span: Callable[[re.Match[str], date], Span],
+    span: Callable[[re.Match[str], date], Span | None],
     render: Callable[[Span], str],
     day: date,
 ) -> str:
     """`text` with each match of `pattern` replaced by the rendered span it names at `day`."""
-    return pattern.sub(lambda m: render(span(m, day)), text)
+
+    def one(m: re.Match[str]) -> str:
+        named = span(m, day)
+        return m.group(0) if named is None else render(named)
+
+    return pattern.sub(one, text)
 
 
 # -- time named in a question ------------------------------------------------------------------------------

@@ -29,6 +29,18 @@ AT = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)  # a Tuesday
         ("三天前领养了一只猫", "2026年11月28日领养了一只猫"),
         ("上个月开始学吉他", "2026年11月开始学吉他"),
         ("两年前换了工作", "2024年换了工作"),
+        # a time ahead: the exam is in a week that can be named, and stays true when read a year later
+        ("has a pharmacology exam in 3 weeks", "has a pharmacology exam in the week of 2026-12-21"),
+        ("the lease ends two months from now", "the lease ends in February 2027"),
+        ("plans to retire in 10 years", "plans to retire in 2036"),
+        ("三周后考雅思", "2026年12月21日那周考雅思"),
+        ("两个月以后搬去杭州", "2027年2月搬去杭州"),
+        # a named day of a week: "last Friday" is the latest Friday before the Tuesday the conversation took place
+        ("last Friday was my last day at Deliveroo", "on 2026-11-27 was my last day at Deliveroo"),
+        ("starts at Ocado next Monday", "starts at Ocado on 2026-12-07"),
+        ("this Saturday is the wedding", "on 2026-12-05 is the wedding"),
+        ("上周五去医院复查了", "2026年11月27日去医院复查了"),  # one day, not "the week of …" and a stray 五
+        ("下周一入职", "2026年12月7日入职"),
     ],
 )
 def test_relative_time_becomes_the_date_it_meant(text: str, resolved: str) -> None:
@@ -38,6 +50,21 @@ def test_relative_time_becomes_the_date_it_meant(text: str, resolved: str) -> No
 def test_time_without_a_fixed_point_is_left_alone() -> None:
     for text in ("recently started running", "最近在学日语", "has lived here for years"):
         assert resolve_relative_time(text, AT) == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "lost 5 kg in two months",  # how long it took, not a time ahead
+        "can read a novel in a week",
+        "usually ships a feature in 3 days",
+        "will decide in a week or two",  # no one week is named
+        "每周五游泳",  # a weekly day, not one day
+        "二十天后出发",  # a count the rule cannot read is left whole, not read as "十天后" after a stray 二
+    ],
+)
+def test_a_length_of_time_or_a_weekly_day_is_left_alone(text: str) -> None:
+    assert resolve_relative_time(text, AT) == text
 
 
 def test_a_memory_value_holds_no_relative_time() -> None:
@@ -76,6 +103,8 @@ NOW = date(2026, 3, 18)  # a Wednesday
         ("我3月2日做了什么", date(2026, 3, 2), date(2026, 3, 3), "day"),
         ("去年我买了什么", date(2025, 1, 1), date(2026, 1, 1), "year"),
         ("what did I do last week and yesterday", date(2026, 3, 9), date(2026, 3, 18), "week"),  # both, coarsest
+        ("what did I do last Friday", date(2026, 3, 13), date(2026, 3, 14), "day"),
+        ("上周三我吃了什么", date(2026, 3, 11), date(2026, 3, 12), "day"),
     ],
 )
 def test_a_question_names_a_stretch_of_time(question: str, start: date, end: date, unit: str) -> None:
