@@ -62,8 +62,11 @@ def canonical_key(key: str) -> tuple[str, tuple[str, ...]]:
     """(subject, attribute concepts) so that differently spelled keys about the same thing compare equal."""
     key = normalize(key).lower()
     subject, _, attr = key.partition(".")
-    concepts: list[str] = []
-    for token in re.split(r"[._\-]+", attr):
+    whole = exact_slot(re.sub(r"[.\-]", "_", attr))
+    # A key that is a slot's name or alias as a whole is that slot, whatever its words name one by one: `home_town`
+    # is a hometown (not a city), `previous_role` the user's past (not their job), `lives_with` family.
+    concepts: list[str] = [whole.name] if whole is not None else []
+    for token in [] if whole is not None else re.split(r"[._\-]+", attr):
         if not token or token in KEY_FILLER:
             continue
         concept = canonical_slot(token) or token

@@ -192,6 +192,24 @@ def test_key_synonyms() -> None:
     assert keys_match("user.company.cloud", "user.cloud")
     assert keys_match("user.work_stack", "user.stack")
     assert canonical_key("user.programming_language")[1][0] == "programming_language"
+    # a key that is a slot's alias as a whole is that slot, not what its words name one by one
+    assert keys_match("user.home_town", "user.hometown")
+    assert not keys_match("user.home_town", "user.city")
+    assert keys_match("user.previous_role", "user.background")
+    assert not keys_match("user.previous_role", "user.role")
+    assert keys_match("user.marital_status", "user.family")
+    assert keys_match("user.lives_with", "user.family")
+    assert not keys_match("user.lives_with", "user.city")
+
+
+def test_a_new_job_leaves_the_previous_job_alone() -> None:
+    """`previous_role` is the user's past: a new role replaces the current one, never what they used to do."""
+    past = mem("user.previous_role", "User used to be a teacher", 0)
+    now = mem("user.role", "User is a nurse", 0)
+    ops = reconcile(
+        [fact("user.role", "User is now a paramedic", 60, supersedes_previous=True)], [past, now], dedupe_threshold=T
+    )
+    assert {op.target_id for op in ops if op.target_id} == {now.id}
 
 
 def test_another_value_of_a_many_valued_key_is_its_own_memory() -> None:
