@@ -4,8 +4,10 @@ A memory is read months later: "User's team upgraded to PostgreSQL 16 last week"
 "用户去年搬到成都" means another year. Each relative expression is rewritten to the date it meant at
 `occurred_at` (the ingest time, never the text's claim), at the precision it was said with: a day
 ("yesterday" → "on 2026-11-30"), a week ("last week" → "in the week of 2026-11-23"), a month ("last month" →
-"in October 2026", "上个月" → "2026年10月"), a year ("去年" → "2025年"). Expressions with no fixed point
-("recently", "最近", "these days") are left alone: they say nothing a reader could resolve.
+"in October 2026", "上个月" → "2026年10月"), a year ("去年" → "2025年"); a time ahead as well ("in 3 weeks",
+"两个月后") and a named day of a week ("last Friday", "下周一"). Expressions with no fixed point ("recently", "最近",
+"these days") are left alone: they say nothing a reader could resolve. So is a length of time ("lost 5 kg in two
+months"): it names no time at all.
 """
 
 from __future__ import annotations
