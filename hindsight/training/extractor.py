@@ -193,8 +193,11 @@ def load_prototypes(lang: str) -> list[Example]:
     nothing), `prototypes_passing_<lang>.jsonl` (facts said in passing in casual chat: without a subject, in lower
     case, with fillers, "been on firefox for a few months now", "转行做UI了", beside close one-off look-alikes),
     `prototypes_implied_<lang>.jsonl` (facts a request to an assistant takes for granted, "how do i get my toddler
-    to nap longer", "怎么把聊天记录迁到新买的华为上", beside requests about someone else, one-off events and tasks) and
-    `contrast_<lang>.jsonl` (transient look-alikes of facts, and stable facts with time words)."""
+    to nap longer", "怎么把聊天记录迁到新买的华为上", beside requests about someone else, one-off events and tasks),
+    `prototypes_moment_<lang>.jsonl` (passing states and one-off events said with no time word, "the basil on the
+    windowsill is wilting", "笔记本风扇狂转", beside stable near twins and new states after a change said in passing,
+    "all my notes live in logseq since notion got so laggy") and `contrast_<lang>.jsonl` (transient look-alikes
+    of facts, and stable facts with time words)."""
     names = (
         "prototypes",
         "prototypes_work",
@@ -202,6 +205,7 @@ def load_prototypes(lang: str) -> list[Example]:
         "prototypes_assistant",
         "prototypes_passing",
         "prototypes_implied",
+        "prototypes_moment",
         "contrast",
     )
     return [
