@@ -695,8 +695,11 @@ def _changes(fact: CandidateFact, mem: _Mem) -> bool:
     )
 
 
-_NAMES_ITS_SOURCE = re.compile(r"\bfrom\b|\binstead of\b|从|(?<![自理经缘来])由[^，,。]{1,12}?(?:改|换|变|转)")
-"""A change that says what it changed from ("switched from Polars to DuckDB") retires that value only."""
+_NAMES_ITS_SOURCE = re.compile(
+    r"\bfrom\b|\binstead of\b|(?<!自)从(?![来小前不没未此今现头])|(?<![自理经缘来])由[^，,。]{1,12}?(?:改|换|变|转)"
+)
+"""A change that says what it changed from ("switched from Polars to DuckDB") retires that value only. 从 in 自从
+(since), 从来, 从小, 从前, 从不, 从此, 从今, 从现在, 从头 names no old value."""
 
 
 def _same_key_decision(

@@ -236,10 +236,10 @@ SLOTS: tuple[Slot, ...] = (
         "habit",
         K.habit,
         "many",
-        "routines and habits: daily routine, smoking, sleep",
-        _w("habit habits routine usually smoke"),
-        _w("习惯 通常 平时 作息 抽烟"),
-        _w("habits routine smoking sleep"),
+        "routines and habits: daily routine, how they get to work, smoking, sleep",
+        _w("habit habits routine usually smoke commute"),
+        _w("习惯 通常 平时 作息 抽烟 通勤"),
+        _w("habits routine smoking sleep commute commuting"),
     ),
     Slot(
         "schedule",
@@ -303,7 +303,7 @@ SLOTS: tuple[Slot, ...] = (
         "software tools, frameworks, services and clouds used",
         _w("stack tech technology framework tools tool uses service cloud"),
         _w("技术栈 框架 技术 工具 服务 云"),
-        _w("tools tool tech technology framework frameworks cloud infra services"),
+        _w("tools tool tech technology framework frameworks cloud infra services hosting"),
         ("user", "person", "team", "project"),
     ),
     Slot(

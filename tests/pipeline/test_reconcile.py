@@ -198,6 +198,8 @@ def test_key_synonyms() -> None:
     assert keys_match("user.previous_role", "user.background")
     assert not keys_match("user.previous_role", "user.role")
     assert keys_match("user.marital_status", "user.family")
+    assert keys_match("user.commute", "user.habit")  # how they get to work is a routine
+    assert keys_match("user.hosting", "user.stack")
     assert keys_match("user.lives_with", "user.family")
     assert not keys_match("user.lives_with", "user.city")
 
@@ -542,6 +544,14 @@ def test_chinese_objects_before_the_verb_that_ends_them_and_a_source_marker_only
     assert _replaced_terms("用户那个已经卖了") == ()
     assert _NAMES_ITS_SOURCE.search("由 MySQL 改成 PostgreSQL")
     assert not _NAMES_ITS_SOURCE.search("用户自由泳换气老呛水")
+    # 从 in 自从 (since), 从小, 从来, 从此 names nothing it changed from; "从 MySQL 换成" does
+    for since in ("用户自从搬家改坐地铁上班", "用户从小就爱吃辣", "用户从来不喝酒", "用户从此改用 Linux"):
+        assert not _NAMES_ITS_SOURCE.search(since), since
+    assert _NAMES_ITS_SOURCE.search("用户从 MySQL 换成了 PostgreSQL")
+    commute = mem("user.commute", "用户每天骑共享单车上班", 0)  # a writer's key, a routine of the registry's habit
+    change = fact("user.habit", "用户自从搬家改坐地铁上班了", 60, supersedes_previous=True)
+    [op] = reconcile([change], [commute], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("supersede", commute.id)
     old = mem("user.sport", "用户每周六打网球", 0)
     new = fact("user.exercise", "用户现在改游泳了，自由泳还不熟", 60, supersedes_previous=True)
     [op] = reconcile([new], [old], dedupe_threshold=T)
