@@ -36,7 +36,7 @@ from pipeline.text import (
     split_sentences,
     strip_code,
 )
-from pipeline.timeref import resolve_relative_time
+from pipeline.timeref import resolve_relative_time, without_time
 from schemas.pipeline import CandidateFact, MemoryKind, MemoryState, Role, Source, Transcript, Turn
 
 MAX_VALUE_CHARS = 240
@@ -306,7 +306,10 @@ def _also_slots(clause: str, attr: lx.Attribute, judge: SlotJudge) -> list[str]:
     out = [other.name] if other is not None and other.name != own else []
     slot = BY_NAME.get(own)
     if slot is not None and slot.confused_with and has_change_cue(clause):
-        out += [s.name for s in judge.close(said, slot.confused_with, CONFUSED_SHARE) if s.name not in out]
+        # Read without its date as well: "上个月" says when the change happened, not what it is, and shifts the
+        # classifier's reading of the rest ("我上个月开始当测试组的组长了": employer, and role once undated).
+        for text in dict.fromkeys((said, without_time(said))):
+            out += [s.name for s in judge.close(text, slot.confused_with, CONFUSED_SHARE) if s.name not in out]
     return out
 
 

@@ -220,6 +220,18 @@ def resolve_relative_time(text: str, occurred_at: datetime | date) -> str:
     return re.sub(r"\s{2,}", " ", text)
 
 
+def without_time(text: str) -> str:
+    """`text` without the time expressions these rules read ("我上个月开始当组长了" → "我开始当组长了"): when a
+    thing happened says nothing of what it is."""
+    out = text
+    for pattern, _ in (*_ZH, *_EN, *_ABSOLUTE):
+        out = pattern.sub("\x00", out)
+    if out == text:
+        return text
+    out = re.sub(r"(?<=[\u4e00-\u9fff])\x00+(?=[\u4e00-\u9fff])", "", out)  # Chinese runs on without a space
+    return re.sub(r"\s*\x00[\s\x00]*", " ", out).strip()
+
+
 def _rewrite(
     text: str,
     pattern: re.Pattern[str],

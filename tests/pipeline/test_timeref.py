@@ -9,7 +9,7 @@ from datetime import UTC, date, datetime
 import pytest
 
 from pipeline.extract import extract_facts
-from pipeline.timeref import Span, resolve_relative_time, time_window
+from pipeline.timeref import Span, resolve_relative_time, time_window, without_time
 from schemas.pipeline import Role, Transcript, Turn
 
 AT = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)  # a Tuesday
@@ -123,3 +123,10 @@ def test_a_question_names_a_stretch_of_time(question: str, start: date, end: dat
 )
 def test_no_fixed_time_names_no_window(question: str) -> None:
     assert time_window(question, NOW) is None
+
+
+def test_a_clause_without_its_time_says_what_happened() -> None:
+    assert without_time("我上个月开始当测试组的组长了") == "我开始当测试组的组长了"
+    assert without_time("I started leading the QA team last month") == "I started leading the QA team"
+    assert without_time("moved to Leeds in 2023") == "moved to Leeds"
+    assert without_time("用 Go 写 后端") == "用 Go 写 后端"  # nothing to take out: left exactly as it was
