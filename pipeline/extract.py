@@ -1251,13 +1251,17 @@ question holds what it is of, and how much of it is left or reached, which the n
 def _names_nothing(clause: str) -> bool:
     """A clause that names nothing: a possessive alone whose noun is no field of a profile ("my situation: …",
     "our setup"; "my favourite band: …" is one), there is "one" of something named elsewhere ("there's one in
-    my building"), or a bare number ("2.1 I think")."""
+    my building"), a bare number ("2.1 I think") or a bare link (pasted material: what it points to is not said)."""
     own = _POSSESSIVE_ONLY_RE.match(clause)
     return (
         (own is not None and not label_slots(own.group(1)))
         or _THERE_IS_ONE_RE.match(clause) is not None
         or re.fullmatch(r"[\d\s.,:/%+\-]+", clause) is not None
+        or _BARE_LINK_RE.fullmatch(clause) is not None
     )
+
+
+_BARE_LINK_RE = re.compile(r"(?:https?://|www\.)\S+", re.I)
 
 
 _ROUGH_AMOUNT_RE = re.compile(r"还有|还剩|剩|大概|大约|差不多|估计|左右|吧|出头|不到")

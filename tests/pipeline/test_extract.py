@@ -904,6 +904,11 @@ def test_clauses_that_name_nothing_are_not_kept() -> None:
     )
     assert not extract_facts(_transcript(("user", "2.1 i think")))  # a bare number, no thing it is of
     assert _find(extract_facts(_transcript(("user", "I have one kid"))), "one kid")
+    # a bare link is pasted material: what it points to is not said; a link the user says is theirs is a fact
+    linked = extract_facts(_transcript(("user", "this is the guide I follow: https://example.org/run-plan")))
+    assert not _find(linked, "example.org")
+    assert not extract_facts(_transcript(("user", "https://github.com/some/repo")))
+    assert _find(extract_facts(_transcript(("user", "my portfolio is https://ana.design"))), "ana.design")
 
 
 def test_an_acute_illness_is_a_passing_state() -> None:
