@@ -165,8 +165,13 @@ _EN: list[Rule] = [
 _ZH: list[Rule] = [
     # a day of a named week first: "上周五" is a day, not the week before and a stray "五"
     (re.compile(r"([上下这本])个?(?:周|星期|礼拜)([一二三四五六日天])"), _zh_weekday),
+    # "三周后考雅思", "我两个月以后搬家": counted from now only where it opens the clause or follows its subject;
+    # "毕业两年后" counts from graduating, and "二十天后" is a count this rule cannot read
     (
-        re.compile(rf"(?<![\d一二两三四五六七八九十百几]){_ZH_COUNT}(天|个?(?:星期|礼拜|周)|个月|年)(?:之|以)?后"),
+        re.compile(
+            rf"(?:^|(?<=[\s，,。！？!?；;：:我你他她]))(?<![\d一二两三四五六七八九十百几]){_ZH_COUNT}"
+            r"(天|个?(?:星期|礼拜|周)|个月|年)(?:之|以)?后"
+        ),
         lambda m, d: _ahead(m.group(2), _count(m), d),
     ),
     (re.compile(r"前天"), _fixed(lambda d: _day_span(d, -2))),

@@ -61,6 +61,7 @@ def test_time_without_a_fixed_point_is_left_alone() -> None:
         "will decide in a week or two",  # no one week is named
         "每周五游泳",  # a weekly day, not one day
         "二十天后出发",  # a count the rule cannot read is left whole, not read as "十天后" after a stray 二
+        "毕业两年后去了北京",  # two years after graduating, not from now
     ],
 )
 def test_a_length_of_time_or_a_weekly_day_is_left_alone(text: str) -> None:
