@@ -112,7 +112,7 @@ book in a week"."""
 
 def _en_ahead(m: re.Match[str], d: date) -> Span | None:
     """ "in 3 weeks" from now, unless its clause says it is how long something took or takes."""
-    clause = re.split(r"[,.;!?]", m.string[: m.start()])[-1]
+    clause = re.split(r"[,.;!?]", m.string[max(0, m.start() - 160) : m.start()])[-1]  # bounded: linear in the text
     return None if _EN_DURATION_RE.search(clause) else _ahead(m.group(2).lower(), _count(m), d)
 
 
