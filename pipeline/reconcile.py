@@ -63,23 +63,24 @@ def canonical_key(key: str) -> tuple[str, tuple[str, ...]]:
     key = normalize(key).lower()
     subject, _, attr = key.partition(".")
     whole = exact_slot(re.sub(r"[.\-]", "_", attr))
-    # A key that is a slot's name or alias as a whole is that slot, whatever its words name one by one: `home_town`
-    # is a hometown (not a city), `previous_role` the user's past (not their job), `lives_with` family.
-    concepts: list[str] = [whole.name] if whole is not None else []
-    for token in [] if whole is not None else re.split(r"[._\-]+", attr):
-        if not token or token in KEY_FILLER:
-            continue
-        concept = canonical_slot(token) or token
-        if concept not in concepts:
-            concepts.append(concept)
-    if any(c in BY_NAME for c in concepts):
-        # Words that name no slot only qualify the one named (`language_learning`, `mobile_carrier`,
-        # `phone_model`): writers spell a slot's key their own way, and those keys are one slot.
-        concepts = [c for c in concepts if c in BY_NAME]
-        if len(concepts) > 1 and exact_slot(re.sub(r"[.\-]", "_", attr)) is None:
-            # Two slots in one key name one thing by the last, as an English compound does (`company.cloud`,
-            # `work_stack`: a stack; `project.deadline`: a deadline).
-            concepts = concepts[-1:]
+    if whole is not None:
+        # A key that is a slot's name or alias as a whole is that slot, whatever its words name one by one:
+        # `home_town` is a hometown (not a city), `previous_role` the user's past (not their job), `lives_with` family.
+        concepts = [whole.name]
+    else:
+        concepts = []
+        for token in re.split(r"[._\-]+", attr):
+            if not token or token in KEY_FILLER:
+                continue
+            concept = canonical_slot(token) or token
+            if concept not in concepts:
+                concepts.append(concept)
+        if any(c in BY_NAME for c in concepts):
+            # Words that name no slot only qualify the one named (`language_learning`, `mobile_carrier`,
+            # `phone_model`): writers spell a slot's key their own way, and those keys are one slot. Two slots in
+            # one key name one thing by the last, as an English compound does (`company.cloud`, `work_stack`: a
+            # stack; `project.deadline`: a deadline).
+            concepts = [c for c in concepts if c in BY_NAME][-1:]
     if subject in _TEAM_SUBJECTS and any(c in BY_NAME and "team" in BY_NAME[c].subjects for c in concepts[:1]):
         # The offline extractor files "we moved the database to Postgres" under `user.database` (value "the user's
         # team …"); another writer (an LLM, a manual write) may say `team.database`. For a slot a team can hold,

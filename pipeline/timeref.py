@@ -118,11 +118,12 @@ def _en_ahead(m: re.Match[str], d: date) -> Span | None:
 
 def _ahead(unit: str, count: int, d: date) -> Span:
     """`count` days, weeks, months or years after `d` ("in 3 weeks", "两个月后")."""
+    unit = unit.removeprefix("个")
     if unit.startswith(("day", "天")):
         return _day_span(d, count)
-    if unit.startswith(("week", "周", "星期", "礼拜", "个星期", "个礼拜", "个周")):
+    if unit.startswith(("week", "周", "星期", "礼拜")):
         return _week_span(d, count)
-    if unit.startswith(("month", "个月")):
+    if unit.startswith(("month", "月")):
         return _month_span(d, count)
     return _year_span(d.year + count)
 
