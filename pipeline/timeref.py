@@ -128,11 +128,41 @@ def _ahead(unit: str, count: int, d: date) -> Span:
     return _year_span(d.year + count)
 
 
+_EN_STARTS_RE = re.compile(
+    r"\b(?:start(?:s|ing)?|begin(?:s|ning)?|mov(?:e|es|ing)(?: in| out)?|leav(?:e|es|ing)|fly(?:ing)?|"
+    r"i'll|we'll|will|going to|gonna)\b",
+    re.I,
+)
+"""Verbs that say a bare weekday is ahead ("I start at Ocado on Monday", "we're moving on Saturday")."""
+
+
+def _en_past_weekday(m: re.Match[str], d: date) -> Span:
+    """ "my last day was Friday": the latest Friday before `d`."""
+    return _day_span(d, -((d.weekday() - _WEEKDAYS.index(m.group(1).lower())) % 7 or 7))
+
+
+def _en_weekday_ahead(m: re.Match[str], d: date) -> Span | None:
+    """ "I start on Monday": the first Monday after `d`, when the clause says something starts or will happen
+    then; otherwise None ("we met on Tuesday": no tense this rule reads)."""
+    clause = re.split(r"[,.;!?]", m.string[max(0, m.start() - 80) : m.start()])[-1]  # bounded: linear in the text
+    day = _WEEKDAYS.index(m.group(1).lower())
+    return _day_span(d, (day - d.weekday()) % 7 or 7) if _EN_STARTS_RE.search(clause) else None
+
+
 _EN: list[Rule] = [
     (
         re.compile(rf"\b(last|next|this coming|this past|this)\s+({'|'.join(_WEEKDAYS)})\b", re.I),
         _en_weekday,
     ),
+    # a bare weekday in the past ("my last day was Friday") or ahead ("I start on Monday"); not a weekly one ("on
+    # Fridays") nor one that qualifies a noun ("we were Friday night regulars")
+    (
+        re.compile(
+            rf"(?:(?<=\bwas )|(?<=\bwere ))(?:on )?({'|'.join(_WEEKDAYS)})(?=\s*(?:[,.;!?]|$|(?:and|but|so)\b))", re.I
+        ),
+        _en_past_weekday,
+    ),
+    (re.compile(rf"\bon ({'|'.join(_WEEKDAYS)})\b(?!s)", re.I), _en_weekday_ahead),
     # "in 3 weeks", "two months from now"; not "in a week or two", which names no one week
     (
         re.compile(r"\bin " + _EN_COUNT + r" (days?|weeks?|months?|years?)\b(?! or\b)", re.I),

@@ -41,6 +41,11 @@ AT = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)  # a Tuesday
         ("this Saturday is the wedding", "on 2026-12-05 is the wedding"),
         ("上周五去医院复查了", "2026年11月27日去医院复查了"),  # one day, not "the week of …" and a stray 五
         ("下周一入职", "2026年12月7日入职"),
+        # a bare weekday: past when said with was/were, ahead when the clause says something starts then
+        ("my last day at Deliveroo was Friday, sad", "my last day at Deliveroo was on 2026-11-27, sad"),
+        ("the move was on Saturday", "the move was on 2026-11-28"),
+        ("I start at Ocado on Monday", "I start at Ocado on 2026-12-07"),
+        ("we're moving on Saturday", "we're moving on 2026-12-05"),
     ],
 )
 def test_relative_time_becomes_the_date_it_meant(text: str, resolved: str) -> None:
@@ -62,6 +67,9 @@ def test_time_without_a_fixed_point_is_left_alone() -> None:
         "每周五游泳",  # a weekly day, not one day
         "二十天后出发",  # a count the rule cannot read is left whole, not read as "十天后" after a stray 二
         "毕业两年后去了北京",  # two years after graduating, not from now
+        "I swim on Fridays",  # a weekly day
+        "we met on Tuesday",  # no tense the rule reads
+        "we were Friday night regulars",  # the day qualifies a noun
     ],
 )
 def test_a_length_of_time_or_a_weekly_day_is_left_alone(text: str) -> None:
