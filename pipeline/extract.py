@@ -26,6 +26,7 @@ from pipeline.text import (
     content_tokens,
     core_negated,
     detect_lang,
+    extract_numbers,
     has_change_cue,
     has_cjk,
     normalize,
@@ -317,7 +318,9 @@ _AGE_RE = re.compile(
     r"\b(?:years?|yrs?) old\b|\b\d{1,3} ?(?:yo|y/o|-year-old)\b"
     r"|\b(?:i'm|im|i am|turn(?:s|ed|ing)?|aged?|age of)\s+\d{1,3}\b"
     r"|\bin (?:my|his|her|their) (?:early |mid |late )?(?:\d0s|twenties|thirties|forties|fifties|sixties|seventies)\b"
-    r"|\b(?:born|birthday|age)\b|[岁龄]|出生|多大|\d{2} ?年的|[0-9一二三四五六七八九十]+后\b",
+    r"|\b(?:born|birthday|age)\b|[岁龄]|出生|多大|\d{2} ?年的|[0-9一二三四五六七八九十]+后\b"
+    # the decade they were born in ("a 90s kid", "90年代的")
+    r"|\b(?:19|20)?\d0['’]?s (?:kid|baby|child)\b|(?<!\d)(?:19|20)?\d0 ?年代(?:的|生|出生)",
     re.I,
 )
 
@@ -1862,6 +1865,21 @@ def _same_job_key(d: _Draft, seen: dict[str, _Draft]) -> str:
     return d.key
 
 
+def _restates(part: str, other: str) -> bool:
+    """Whether `part` says nothing `other` does not: it is part of it, or its content words are all among
+    other's, with the same polarity and numbers ("User is Alice" beside "User's name is Alice", "User has a dog"
+    beside "User has a dog named Max"; not "User likes tea" beside "User likes coffee")."""
+    if part in other:
+        return True
+    words = content_tokens(part)
+    return (
+        bool(words)
+        and words <= content_tokens(other)
+        and _polarity(part) == _polarity(other)
+        and extract_numbers(part) == extract_numbers(other)
+    )
+
+
 def _merge_drafts(drafts: list[_Draft]) -> list[CandidateFact]:
     """One fact per key per transcript: clauses about the same thing are parts of one memory."""
     by_key: dict[str, _Draft] = {}
@@ -1873,8 +1891,8 @@ def _merge_drafts(drafts: list[_Draft]) -> list[CandidateFact]:
             by_key[d.key] = _Draft(**{**d.__dict__, **copied})
             continue
         for p in d.parts:
-            if p not in cur.parts and not any(p in q for q in cur.parts):
-                cur.parts = [q for q in cur.parts if q not in p] + [p]
+            if not any(_restates(p, q) for q in cur.parts):
+                cur.parts = [q for q in cur.parts if not _restates(q, p)] + [p]
         cur.turn_ids += [t for t in d.turn_ids if t not in cur.turn_ids]
         cur.confidence = max(cur.confidence, d.confidence)
         cur.negated += d.negated

@@ -1190,6 +1190,22 @@ def test_a_number_that_is_no_age_is_not_filed_as_one() -> None:
         facts = _active(extract_facts(_transcript(("user", said))))
         assert all(f.key != "user.age" for f in facts), facts
     assert [f.key for f in _active(extract_facts(_transcript(("user", "I just turned 41 last month"))))] == ["user.age"]
+    # the decade someone was born in is an age too
+    for said in ("I'm a 90s kid", "我是90年代的小孩子"):
+        assert [f.key for f in _active(extract_facts(_transcript(("user", said))))] == ["user.age"], said
+
+
+def test_a_part_that_another_part_of_the_value_already_says_is_left_out() -> None:
+    """Two clauses of one slot in one transcript join into one value; one that says nothing the other does not
+    ("I'm Alice" after "my name is Alice") is not repeated, while a different value or polarity still is."""
+    [name] = _active(extract_facts(_transcript(("user", "Hi, I'm Alice."))))
+    assert name.key == "user.name"
+    assert name.value.count("Alice") == 1, name.value
+    [drinks] = _active(extract_facts(_transcript(("user", "I like tea. I like coffee too."))))
+    assert "tea" in drinks.value
+    assert "coffee" in drinks.value
+    [pork] = _active(extract_facts(_transcript(("user", "I don't eat pork. Well, I eat pork sometimes."))))
+    assert pork.value.count("pork") == 2, pork.value
 
 
 def test_a_reaction_without_its_object_states_nothing() -> None:
@@ -1417,3 +1433,13 @@ def test_a_level_a_measure_just_reached_is_a_reading_of_the_moment() -> None:
     assert _find(facts, "护士")
     assert not [f for f in facts if "公斤" in f.value]
     assert _find(extract_facts(_transcript(("user", "我升到了高级工程师"))), "高级工程师")
+
+
+def test_a_day_of_the_week_that_a_liking_names_is_no_time_of_the_clause() -> None:
+    """ "周五部门聚餐" happens on one day and passes; "我最喜欢星期五" says what the user likes, and holds."""
+    from pipeline.extract import _is_time_bound
+
+    assert _is_time_bound("周五部门聚餐")
+    assert _is_time_bound("下周三面试")
+    assert not _is_time_bound("我最喜欢星期五")
+    assert not _is_time_bound("我最讨厌周一")
