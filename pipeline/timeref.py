@@ -57,6 +57,12 @@ def _month_span(d: date, months: int) -> Span:
     return Span(x, _month_shift(x, 1), "month")
 
 
+def _few_days_ago(d: date) -> Span:
+    """ "a few days ago", "前几天": no one day, so the week three days back falls in."""
+    x = _week_start(d - timedelta(days=3))
+    return Span(x, x + timedelta(days=7), "week")
+
+
 def _year_span(year: int) -> Span:
     return Span(date(year, 1, 1), date(year + 1, 1, 1), "year")
 
@@ -172,6 +178,10 @@ _EN: list[Rule] = [
         re.compile(r"\b" + _EN_COUNT + r" (days?|weeks?|months?|years?) from now\b", re.I),
         lambda m, d: _ahead(m.group(2).lower(), _count(m), d),
     ),
+    (
+        re.compile(r"\b(?:a few|a couple(?: of)?|couple of|few) days ago\b|\bthe other day\b", re.I),
+        _fixed(lambda d: _few_days_ago(d)),
+    ),
     (re.compile(r"\byesterday\b", re.I), _fixed(lambda d: _day_span(d, -1))),
     (
         re.compile(r"\b(?:today|tonight|this morning|this afternoon|this evening)\b", re.I),
@@ -205,6 +215,8 @@ _ZH: list[Rule] = [
         ),
         lambda m, d: _ahead(m.group(2), _count(m), d),
     ),
+    # "前几天", "前两天": a few days back, said at the precision of the week they fall in
+    (re.compile(r"前(?:几|两|三)天"), _fixed(lambda d: _few_days_ago(d))),
     (re.compile(r"前天"), _fixed(lambda d: _day_span(d, -2))),
     (re.compile(r"昨天|昨晚"), _fixed(lambda d: _day_span(d, -1))),
     (re.compile(r"今天|今晚|今早"), _fixed(lambda d: _day_span(d, 0))),

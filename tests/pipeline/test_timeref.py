@@ -46,6 +46,9 @@ AT = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)  # a Tuesday
         ("the move was on Saturday", "the move was on 2026-11-28"),
         ("I start at Ocado on Monday", "I start at Ocado on 2026-12-07"),
         ("we're moving on Saturday", "we're moving on 2026-12-05"),
+        # a few days back names no one day: the week three days back falls in
+        ("前几天换了个华为手机", "2026年11月23日那周换了个华为手机"),
+        ("adopted a cat a few days ago", "adopted a cat in the week of 2026-11-23"),
     ],
 )
 def test_relative_time_becomes_the_date_it_meant(text: str, resolved: str) -> None:
