@@ -523,8 +523,8 @@ _REPLACED_RES = (
     re.compile(r"\bfrom\s+([A-Za-z][\w+#.\-]*(?-i:\s[A-Z][\w+#.\-]*)?)\s+(?:to|for|onto)\b", re.I),
     # "从后端转岗到算法", "从北京搬到": a verb of one or two characters may stand before 到.
     re.compile(r"从\s*([A-Za-z][\w+#.\-]*|[\u4e00-\u9fff]{2,6}?)\s*(?:换成|改成|改用|[\u4e00-\u9fff]{0,2}到)"),
-    # "migrating off Mongo onto Postgres", "moved away from Notion"
-    re.compile(r"\b(?:off|away from)\s+" + _TERM, re.I),
+    # "migrating off Mongo onto Postgres", "moved away from Notion", "moved everything out of Notion"
+    re.compile(r"\b(?:off|away from|out of)\s+" + _TERM, re.I),
     # "doing ACCA instead of the CFA", "tea rather than coffee", "cashews, not peanuts", "用 A 而不是 B"
     re.compile(r"\b(?:instead of|rather than)\s+" + _TERM, re.I),
     re.compile(r"[,，]\s*not\s+" + _TERM + r"\s*(?:[.!,;]|$)", re.I),

@@ -405,6 +405,7 @@ _ZH_CHANGE = (
     "搬去",
     "搬来",
     "搬过来",
+    "搬回",
     "搬家",
     "转到",
     "转成",
@@ -442,15 +443,23 @@ _ZH_CHANGE = (
     "现在开始",
     "卸了",
     "卸载了",
+    "删了",
+    "删掉了",
     "卖了",
     "送人了",
     "去世",
     "过世",
     "毕业了",
+    "被裁",
+    "被辞退",
+    "被开除",
+    "失业了",
+    "下岗了",
+    "退休了",
 )
 # 改 + a verb is "switched to doing" ("改学韩语", "改喝豆浆", "改骑车上班"); not 改善, 改进, 修改, 改天.
 _ZH_SWITCH_VERB_RE = re.compile(
-    r"(?<![修更批篡])改(?:学|喝|吃|练|骑|开|养|玩|看|读|坐|听|打|跑|住|穿|抽|考|做|走|去)"
+    r"(?<![修更批篡])改(?:学|喝|吃|练|骑|开|养|玩|看|读|坐|听|打|跑|住|穿|抽|考|做|走|去|游|滑|爬|弹|种|戴|睡|租|买)"
     # a new job begun or found ("开始了新的生活教练工作", "找到新工作了"); not one needed or looked for ("想找新工作")
     r"|(?:开始了?|入职了?|换了|有了|找到了?)新的?[\u4e00-\u9fffA-Za-z]{0,8}(?:工作|岗位|职位)"
     # a marriage registered ("上个月刚领的证")
@@ -458,6 +467,8 @@ _ZH_SWITCH_VERB_RE = re.compile(
     # a role taken up ("这个月开始正式当组长了"), a partner left ("跟小雨分了"), something put down for good
     # ("日语早就放下了")
     r"|开始(?:正式)?(?:当|担任)|(?:跟|和|与)[\u4e00-\u9fffA-Za-z]{1,4}分了|(?:已经|早就?|都)放下了"
+    # something stopped for good ("跑步也停了", "健身早就停了"); not "雨停了", "车停了" (a moment, a place)
+    r"|(?:也|都|早就?|已经|彻底|就这么)停了|停掉了"
 )
 # "雅思不考了", "咖啡不喝了": 不 + a verb + 了 ends a habit or a plan (no longer). Not "不错了", "不行了" (a state).
 _ZH_NO_LONGER_RE = re.compile(r"不(?!错|行|好|对|了|知|会|够|要|太|是)[\u4e00-\u9fff]{1,2}了")
@@ -468,6 +479,11 @@ _EN_CHANGE_RE = re.compile(
     # appointment to Friday": one's own things move for a day, a whole setup moves for good
     r"\b(?:switched|switching|moved|moving|migrated|migrating) (?:everything|it all|all of (?:it|them|our \w+)|"
     r"our (?:\w+ )?\w+|the (?:whole|entire) \w+|us) (?:over )?(?:to|onto)\b|"
+    # out of one thing, into another ("moved everything out of Notion", "migrated it all into Obsidian", "moved out
+    # of my parents' place", "moving into a flat in Bath")
+    r"\b(?:switched|switching|moved|moving|migrated|migrating)"
+    r"(?: (?:everything|it all|all of (?:it|them|my \w+|our \w+)|our (?:\w+ )?\w+|the (?:whole|entire) \w+|us))?"
+    r"(?: over)? (?:out of|into)\b|"
     r"\b(?:start|starting) (?:at|as|a new)\b|\bjoining\b|"
     r"\bno longer\b|\bnot anymore\b|\banymore\b|\bnow use\b|"
     r"(?<!from )\bnow on\b|\bnow i\b|\bi'm now\b|\bnow work\b|"
@@ -483,10 +499,13 @@ _EN_CHANGE_RE = re.compile(
     # Something given up ("dropped Spanish", "ditched Notion", "spanish just kind of fell off").
     r"\b(?:dropped|ditched|shelved|scrapped)\b|\bfell (?:off|away|by the wayside)\b|\b(?:passed away|died)\b|"
     # something owned that is gone ("sold the civic", "got rid of the car", "gave my bike away")
-    r"\bgraduated\b|\bsold (?:my|our|the)\b|\bgot rid of\b|\bgave away (?:my|our|the)\b"
+    r"\bgraduated\b|\bsold (?:my|our|the)\b|\bgot rid of\b|\bgave away (?:my|our|the)\b|\buninstalled\b"
     r"|\bgave (?:my|our|the) [\w -]{1,24}? away\b|"
     # a marriage, an engagement; losing someone named ("we lost Biscuit in March")
-    r"\bgot (?:married|engaged|hitched)\b|\b(?:i|we) lost (?:my |our )?(?-i:[A-Z])\w+",
+    r"\bgot (?:married|engaged|hitched)\b|\b(?:i|we) lost (?:my |our )?(?-i:[A-Z])\w+|"
+    # a job that ended ("got laid off", "was let go", "lost my job", "retired last year")
+    r"\b(?:got|was|been|being) (?:laid off|let go|fired(?! up)|made redundant)\b|\blost (?:my|her|his|their) job\b|"
+    r"\bretired\b",
     re.I,
 )
 # A present state said with a closing "now" ("I'm retired now", "we live in Porto now"). Not "right now" or "for
@@ -506,6 +525,17 @@ def _closing_now(text: str) -> bool:
         and _NOW_SUBJECT_RE.search(text, 0, now.start()) is not None
         and _NOT_NOW_STATE_RE.search(text, 0, now.start()) is None
     )
+
+
+JOB_ENDED_RE = re.compile(
+    r"辞职|离职|辞掉了?工作|被裁|被辞退|被开除|失业|下岗|退休|"
+    r"\b(?:quit|left|leaving|quitting) (?:my|the|her|his|their) (?:job|position|role|company)\b"
+    r"(?! \w*(?:party|car|building))|\bresign(?:ed|ing)?\b(?! (?:myself|ourselves|to)\b)|"
+    r"\b(?:got|was|been|being) (?:laid off|let go|fired(?! up)|made redundant)\b|\blost (?:my|her|his|their) job\b|"
+    r"\bretired\b(?! (?:my|our|the|his|her|their|it|them|that|this)\b)",
+    re.I,
+)
+"""A job that ended: whoever the user worked for, they no longer do ("我辞职了", "got laid off", "I retired")."""
 
 
 def has_change_cue(text: str) -> bool:

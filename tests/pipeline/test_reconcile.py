@@ -600,3 +600,24 @@ def test_a_one_value_slot_s_new_value_from_now_on_replaces_the_old_one() -> None
         dedupe_threshold=T,
     )
     assert op.action != "supersede"
+
+
+def test_a_job_that_ended_retires_the_employer_whatever_slot_the_ending_was_filed_under() -> None:
+    """ "我辞职了" (a decision, with the employer's slot among those it fills) retires where the user worked; the
+    same decision without that slot leaves it alone."""
+    job = mem("user.employer", "用户在广州一家外企做财务", 0)
+    quit_ = fact("user.decision", "用户辞职了", 70, supersedes_previous=True, also_slots=["employer"])
+    [op] = reconcile([quit_], [job], dedupe_threshold=T)
+    assert op.action == "supersede"
+    assert op.target_id == job.id
+    other = fact("user.decision", "用户决定不买车了", 70, supersedes_previous=True)
+    [op] = reconcile([other], [job], dedupe_threshold=T)
+    assert op.action == "insert"
+
+
+def test_moving_out_of_a_tool_names_the_tool_it_replaces() -> None:
+    notes = mem("user.hobby", "User has been using Notion for all the user's notes", 0)
+    moved = fact("user.stack", "User moved everything out of Notion into Obsidian", 60, supersedes_previous=True)
+    [op] = reconcile([moved], [notes], dedupe_threshold=T)
+    assert op.action == "supersede"
+    assert op.target_id == notes.id

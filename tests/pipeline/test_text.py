@@ -303,3 +303,33 @@ def test_chinese_changes_a_role_taken_up_a_partner_left_something_put_down_a_deg
     assert not has_change_cue("把蛋糕分了")
     assert not has_change_cue("我开始做饭了")
     assert not has_change_cue("书放下了就走")
+
+
+def test_switching_to_an_activity_stopping_one_and_a_job_that_ended_are_changes() -> None:
+    changes = ["膝盖不行了，改游泳", "跑步也停了", "健身早就停了", "我被裁了"]
+    changes += ["I got laid off in May", "I retired in 2020"]
+    for said in changes:
+        assert has_change_cue(said), said
+    for said in ("雨停了", "我改天再说", "改写了一下开头", "I got fired up about it"):
+        assert not has_change_cue(said), said
+
+
+def test_a_job_that_ended_is_told_from_other_endings() -> None:
+    from pipeline.text import JOB_ENDED_RE
+
+    for said in ("我辞职了", "上个月离职了", "I quit my job", "got let go last week", "I retired in 2020"):
+        assert JOB_ENDED_RE.search(said), said
+    for said in ("I quit smoking", "I retired my old laptop", "I've resigned myself to it", "left the company party"):
+        assert not JOB_ENDED_RE.search(said), said
+
+
+def test_moving_out_of_one_thing_into_another_is_a_change() -> None:
+    for said in ("finally moved everything out of Notion into Obsidian", "I moved out of my parents' place"):
+        assert has_change_cue(said), said
+    for said in ("moved my appointment into the afternoon", "ran out of milk"):
+        assert not has_change_cue(said), said
+
+
+def test_moving_back_and_deleting_an_app_are_changes() -> None:
+    for said in ("我搬回南京了", "微信读书我删了", "I uninstalled Instagram"):
+        assert has_change_cue(said), said
