@@ -22,6 +22,7 @@ from pipeline.slot_model import SlotJudge, default_judge
 from pipeline.slots import BY_NAME, key_slot, label_slots
 from pipeline.text import (
     EN_TIME_LEADS,
+    JOB_ENDED_RE,
     Lang,
     content_tokens,
     core_negated,
@@ -239,6 +240,9 @@ def _is_standing(sentence: str) -> bool:
 
 _ZH_PERSON_RE = re.compile(r"[我你您她咱俺]|(?<![吉其])他|(?<!其)它|大家|别人|有人")  # not 吉他, 其他
 ATTRIBUTED_MIN_P_FACT = 0.5
+VOCABULARY_MIN_P_FACT = 0.2
+"""A capitalised word opening a clause that the classifier alone finds this likely to fill a slot (other than a
+name) is a word of that slot's vocabulary, not a person ("pottery" 0.31, "tom" a name, "sarah" 0.19)."""
 ATTRIBUTED_MIN_CHARS = 6
 
 
@@ -305,6 +309,9 @@ def _also_slots(clause: str, attr: lx.Attribute, judge: SlotJudge) -> list[str]:
     own = attr.name.rstrip(".*")
     other = judge.runner_up(said)
     out = [other.name] if other is not None and other.name != own else []
+    if own not in ("employer", "role") and JOB_ENDED_RE.search(clause):
+        # "我辞职了", "I quit my job" (a decision, to the classifier): the job it ended is the employer's memory
+        out.append("employer")
     slot = BY_NAME.get(own)
     if slot is not None and slot.confused_with and has_change_cue(clause):
         # Read without its date as well: "上个月" says when the change happened, not what it is, and shifts the
@@ -640,7 +647,10 @@ def _could_be_name(words: str, ctx: _Context) -> bool:
     w = words.strip().removesuffix("'s")
     if (w.lower().endswith("ing") and len(w) > 5) or w.lower() in ctx.lowercase:
         return False
-    return _match_attribute(w.lower(), ctx.judge) is None  # "Pottery is my way to relax": a hobby, not a person
+    # "Pottery is my way to relax": a word of a slot's vocabulary (a hobby), not a person, even when alone it is
+    # short of the fact threshold; a word the classifier reads as a name ("tom", "sarah") is one.
+    p = ctx.judge.predict(w.lower())
+    return p.slot == "name" or p.p_fact < VOCABULARY_MIN_P_FACT
 
 
 def _is_person_name(word: str) -> bool:
@@ -805,7 +815,15 @@ def _rewrite_en(text: str, subject: Subject, team: bool = True) -> str:
         out = re.sub(r"^(?:she|he)\b", f"the user's {_RELATION_NOUN[subject.relation]}", out, flags=re.I)
     if subject.is_user and not re.search(r"\b[Uu]ser\b|\bthe user\b", out):
         # "Took up rowing in spring": the speaker left out is the subject ("User took up rowing …").
-        out = f"User {out[:1].lower()}{out[1:]}" if _IMPLIED_I_RE.match(out) else "User: " + out
+        implied = _IMPLIED_I_RE.match(out)
+        if implied is None:
+            out = "User: " + out
+        elif implied.group("base"):
+            # "love sushi" → "User loves sushi", "have two kids" → "User has two kids"
+            lead, verb = out[: implied.start("base")].lower(), _third_person_verb(implied.group("base").lower())
+            out = f"User {lead}{verb}{out[implied.end('base') :]}"
+        else:
+            out = f"User {out[:1].lower()}{out[1:]}"
     out = out.strip(" ,;:")
     return out[:1].upper() + out[1:]
 
@@ -1624,11 +1642,17 @@ def _name_fact(sentence: str, turn: Turn, lang: Lang, ctx: _Context, conf: float
 
 _YOU_KNOW_RE = re.compile(r"^(?:you know|you see|guess what|y'know)[,!]?\s+", re.I)
 _IMPLIED_I_RE = re.compile(
-    r"^(?:just |also |finally |recently |even )?(?:\w+ed|been|got|took|went|made|had|did|saw|met|found|won|"
-    r"bought|started|began|love|loved|hate|hated|enjoy|want|wanna|gonna|need|think|thought|can't wait)\b",
+    r"^(?:just |also |finally |recently |even |still |mostly |usually |never |always )?"
+    r"(?:\w+ed|been|got|took|went|made|had|did|saw|met|found|won|bought|began|thought|"
+    # irregular pasts ("sold the Golf", "left Google in March", "quit smoking")
+    r"sold|left|quit|lost|gave|ran|wrote|built|drove|flew|sent|kept|paid|spent|broke|brought|caught|chose|fell|"
+    r"grew|heard|hurt|knew|led|rode|sang|slept|spoke|swam|taught|told|wore|became|came|fed|fought|held|ate|drank|"
+    r"(?P<base>love|hate|enjoy|want|need|think|use|work|live|play|have|do|eat|drink|speak|teach|run|drive|own|"
+    r"prefer|like|know|study|watch|cook|bake|ride|swim|walk)|wanna|gonna|can't wait)\b",
     re.I,
 )
-"""A clause whose speaker is left out ("Took up rowing in spring", "Spent a weekend in Porto")."""
+"""A clause whose speaker is left out ("Took up rowing in spring", "Spent a weekend in Porto", "sold the Golf",
+"love sushi"); `base`: a verb in its base form, which takes the third person after "User"."""
 _SECOND_PERSON_RE = re.compile(r"\byou(?:r|rs|rself|'re|'ve|'ll|'d)?\b|你|您", re.I)
 _FIRST_PERSON_RE = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|my|me|mine|myself|we|we're|our|us)\b|我|俺", re.I)
 

@@ -195,13 +195,20 @@ EN_PERSON_VERBS = re.compile(
     r"^(?:runs|owns|manages|leads|joined|just joined|works|handles|teaches|reports|writes|maintains|"
     r"is (?:our|my|the|a|an|allergic|in)|has|loves|hates|"
     r"likes|takes|plays|goes|studies|covers|does|won't|can't|"
-    r"doesn't|is \d|'s (?:our|my|the|a|an|\d))\b"
+    r"doesn't|is \d|'s (?:our|my|the|a|an|\d)|"
+    # what happened to them ("Tom got promoted", "Sarah just started at Google", "Priya moved to Leeds")
+    r"(?:just |finally |recently |also |still )?(?:got|was|has been|had|started|began|quit|left|moved|joined|"
+    r"switched|retired|sold|bought|lost|won|passed|graduated|became))\b"
 )
 ZH_SURNAMES = set(
     "王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程苏魏吕丁任沈姚卢姜崔"
     "钟谭陆汪范金石廖贾夏韦付方白邹孟熊秦邱江尹薛闫段雷侯龙史陶黎贺顾毛郝龚邵万钱严覃武戴莫孔向汤"
 )
-ZH_PERSON_VERBS = re.compile(r"^(?:负责|在|是|管|写|做|用|每|有|对|也|比较|喜欢|不|上|读|会|刚|主要|一直)")
+ZH_PERSON_VERBS = re.compile(
+    r"^(?:负责|在|是|管|写|做|用|每|有|对|也|比较|喜欢|不|上|读|会|刚|主要|一直|"
+    # what happened to them ("小王升职了", "老李最近在学吉他", "小张已经辞职了")
+    r"升职|升了|最近|已经|开始|换了|辞职|离职|结婚|退休)"
+)
 # Characters that end a Chinese name after a relation word (我儿子乐乐 7 岁 → 乐乐).
 ZH_NAME_STOP = set("是在有对每今也都很就要会说喜不的了和跟去上读得比最从想吃把被叫一两三四五六七八九十个岁年月")
 

@@ -87,6 +87,23 @@ def test_third_party_english_named_colleague() -> None:
     assert all(f.subject != "user" for f in omar)
 
 
+def test_what_happened_to_someone_named_is_theirs_not_the_users() -> None:
+    """ "Sarah just started at Google" must not become the user's employer (it would retire the user's own), nor
+    "Tom got promoted" the user's job; the same in Chinese. A word of a slot's vocabulary opening a clause is still
+    no person ("Pottery is my way to relax")."""
+    for said, who in (
+        ("Sarah just started at Google", "person:sarah"),
+        ("Tom got promoted to station manager", "person:tom"),
+        ("小王升职了", "person:小王"),
+        ("老李最近在学吉他", "person:老李"),
+    ):
+        facts = _active(extract_facts(_transcript(("user", said))))
+        assert facts, said
+        assert all(f.subject == who for f in facts), (said, facts)
+    [hobby] = _active(extract_facts(_transcript(("user", "Pottery is my way to relax"))))
+    assert hobby.key == "user.hobby"
+
+
 def test_tool_text_never_becomes_a_user_preference() -> None:
     facts = extract_facts(
         _transcript(
@@ -1443,3 +1460,21 @@ def test_a_day_of_the_week_that_a_liking_names_is_no_time_of_the_clause() -> Non
     assert _is_time_bound("下周三面试")
     assert not _is_time_bound("我最喜欢星期五")
     assert not _is_time_bound("我最讨厌周一")
+
+
+def test_a_job_that_ended_also_reads_as_the_employers_slot() -> None:
+    """ "我辞职了" is a decision to the classifier; the job it ended is what the employer's memory holds, so a
+    change filed under the decision still meets that memory in reconcile (`also_slots`)."""
+    for said in ("我辞职了", "I quit my job last week"):
+        facts = _active(extract_facts(_transcript(("user", said))))
+        assert any(f.key == "user.employer" or "employer" in f.also_slots for f in facts), (said, facts)
+    [laptop] = _active(extract_facts(_transcript(("user", "I switched to a MacBook and retired my old laptop"))))
+    assert "employer" not in laptop.also_slots
+
+
+def test_a_clause_without_its_speaker_reads_as_a_statement_about_the_user() -> None:
+    """ "sold the Golf" is the user's own doing: "User sold the Golf", not "User: sold the Golf"; a verb in its
+    base form takes the third person ("love sushi" → "User loves sushi")."""
+    for said, value in (("sold the Golf", "User sold the Golf"), ("love sushi", "User loves sushi")):
+        facts = _active(extract_facts(_transcript(("user", said))))
+        assert [f.value for f in facts] == [value], (said, facts)
