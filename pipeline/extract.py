@@ -21,6 +21,7 @@ from pipeline.secrets import MARKER_RE, describe_secret, redact_secrets
 from pipeline.slot_model import SlotJudge, default_judge
 from pipeline.slots import BY_NAME, key_slot, label_slots
 from pipeline.text import (
+    CORRECTION_RE,
     EN_TIME_LEADS,
     JOB_ENDED_RE,
     Lang,
@@ -996,7 +997,7 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
     unreal = False  # a condition or a wish came before in this sentence: what follows is not the case
     for raw in split_clauses(sentence):
         clause, previous = _the_one(_strip_discourse(raw), previous), raw
-        if _CORRECTION_RE.search(raw):
+        if CORRECTION_RE.search(raw):  # its polarity is the group's, whatever the clauses before it said
             corrections.add(clause)
         if (
             not clause
@@ -1251,8 +1252,6 @@ _SOURCE_SAYS_RE = re.compile(
 )
 """A clause that reports what a page, a message or an ad claims ("that page also claimed I'm not allergic",
 "那篇文章说我不能喝咖啡"): the source's words, not the user's, however they are phrased."""
-_CORRECTION_RE = re.compile(r"其实|原来|\bafter all\b|\bturns? out\b|\bturned out\b|\bactually\b", re.I)
-"""A clause that corrects a belief: its polarity is the group's, whatever the clauses before it said."""
 _POSSESSIVE_ONLY_RE = re.compile(r"^(?:my|our) ([a-z-]+(?: [a-z-]+)?)$")
 _THERE_IS_ONE_RE = re.compile(r"^there(?:'s| is| are) (?:one|some|a few|plenty|lots)\b")
 

@@ -24,7 +24,15 @@ from functools import lru_cache
 
 from pipeline import extract_lexicon as lx
 from pipeline.slots import BY_NAME, KEY_FILLER, canonical_slot, exact_slot, key_slot
-from pipeline.text import content_tokens, core_negated, extract_numbers, has_cjk, normalize, numbers_conflict
+from pipeline.text import (
+    CORRECTION_RE,
+    content_tokens,
+    core_negated,
+    extract_numbers,
+    has_cjk,
+    normalize,
+    numbers_conflict,
+)
 from schemas.pipeline import (
     CandidateFact,
     EmbeddedFact,
@@ -812,8 +820,12 @@ def _same_key_decision(
             )
 
     what = "opposite polarity" if flipped else "different numbers" if num_clash else "different value"
+    # An explicit ("remember: …") or corrected ("turns out I'm not allergic after all", "其实不过敏") statement of the
+    # user's own that flips the memory retires it: it was never so.
     strong = (
-        flipped and fact.source in (Source.user, Source.manual) and (fact.confidence >= STRONG_CONTRADICTION_CONFIDENCE)
+        flipped
+        and fact.source in (Source.user, Source.manual)
+        and (fact.confidence >= STRONG_CONTRADICTION_CONFIDENCE or CORRECTION_RE.search(fact.value) is not None)
     )
     if (changes or strong) and not mem.pinned:
         cue = "strong explicit contradiction"

@@ -527,6 +527,8 @@ def _closing_now(text: str) -> bool:
     )
 
 
+CORRECTION_RE = re.compile(r"其实|原来|\bafter all\b|\bturns? out\b|\bturned out\b|\bactually\b", re.I)
+"""A clause that corrects a belief ("其实不过敏", "turns out I'm not allergic after all")."""
 JOB_ENDED_RE = re.compile(
     r"辞职|离职|辞掉了?工作|被裁|被辞退|被开除|失业|下岗|退休|"
     r"\b(?:quit|left|leaving|quitting) (?:my|the|her|his|their) (?:job|position|role|company)\b"

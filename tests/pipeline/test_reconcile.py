@@ -621,3 +621,18 @@ def test_moving_out_of_a_tool_names_the_tool_it_replaces() -> None:
     [op] = reconcile([moved], [notes], dedupe_threshold=T)
     assert op.action == "supersede"
     assert op.target_id == notes.id
+
+
+def test_a_correction_of_the_users_own_retires_the_memory_it_flips() -> None:
+    """ "turns out I'm not allergic after all" says the memory was never so: it is retired, not kept in conflict. The
+    same flip without a correction cue only lowers the old memory."""
+    old = mem("user.allergy", "User is allergic to penicillin", 0)
+    corrected = fact("user.allergy", "Turns out User is not allergic to penicillin after all", 20, negated=True)
+    [op] = reconcile([corrected], [old], dedupe_threshold=T)
+    assert op.action == "supersede"
+    plain = fact("user.allergy", "User is not allergic to penicillin", 20, negated=True, confidence=0.75)
+    [op] = reconcile([plain], [old], dedupe_threshold=T)
+    assert op.action == "conflict"
+    zh_old = mem("user.allergy", "用户头孢过敏", 0)
+    [op] = reconcile([fact("user.allergy", "用户其实不对头孢过敏", 20, negated=True)], [zh_old], dedupe_threshold=T)
+    assert op.action == "supersede"
