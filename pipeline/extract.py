@@ -1559,8 +1559,13 @@ weekends"): no fact of its own, but a detail of the clause it goes with."""
 
 
 _REFERENT_RE = re.compile(r"\b(?:it|that|this|them|those|these|him|her|you|yours)\b|这个|那个|这些|那些|它", re.I)
-_POINTED_NP_RE = re.compile(r"\b(?:that|this|those|these|the same)\s+(?=[a-z])(?!is\b|was\b|i\b|you\b)\w+", re.I)
-"""A noun phrase that points back ("those genres", "that one", "this place"): what it names was said before."""
+_POINTED_NP_RE = re.compile(
+    r"\b(?:that|this|those|these|the same)\s+(?=[a-z])"
+    r"(?!is\b|was\b|i\b|you\b|(?:days?|weeks?|months?|years?|time|times|morning|evening|weekend|season)\b)\w+",
+    re.I,
+)
+"""A noun phrase that points back ("those genres", "that one", "this place"): what it names was said before. Not a
+time ("these days", "this year"): "these days I'm at Stripe" names Stripe."""
 _ALSO_RE = re.compile(r"\b(?:too|also|as well|either)\b", re.I)
 
 _UNREAL_RE = re.compile(

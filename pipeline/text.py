@@ -485,7 +485,7 @@ _EN_CHANGE_RE = re.compile(
     r"(?: (?:everything|it all|all of (?:it|them|my \w+|our \w+)|our (?:\w+ )?\w+|the (?:whole|entire) \w+|us))?"
     r"(?: over)? (?:out of|into)\b|"
     r"\b(?:start|starting) (?:at|as|a new)\b|\bjoining\b|"
-    r"\bno longer\b|\bnot anymore\b|\banymore\b|\bnow use\b|"
+    r"\bno longer\b|\bnot anymore\b|\banymore\b|\bnow use\b|\bthese days\b|\bnowadays\b|"
     r"(?<!from )\bnow on\b|\bnow i\b|\bi'm now\b|\bnow work\b|"
     r"\bstarted at\b|\bjoined\b|\bnew job\b|\bnew role\b|\bstopped\b|\bquit\b|\bused to\b|\bagain\b|"
     r"\binstead of\b|\breplaced\b|\bgave up\b|\bnot \w+ any ?more\b|\bchanged my mind\b|"

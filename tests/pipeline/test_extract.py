@@ -1478,3 +1478,12 @@ def test_a_clause_without_its_speaker_reads_as_a_statement_about_the_user() -> N
     for said, value in (("sold the Golf", "User sold the Golf"), ("love sushi", "User loves sushi")):
         facts = _active(extract_facts(_transcript(("user", said))))
         assert [f.value for f in facts] == [value], (said, facts)
+
+
+def test_a_time_that_opens_a_clause_points_to_nothing_said_before() -> None:
+    """ "those genres" points back to something said before, so "I love those genres" names nothing; "these days"
+    is a time, and "these days I'm at Stripe" names Stripe."""
+    [job] = _active(extract_facts(_transcript(("user", "these days I'm at Stripe"))))
+    assert job.key == "user.employer"
+    assert "Stripe" in job.value
+    assert not _active(extract_facts(_transcript(("user", "I love those genres"))))

@@ -333,3 +333,8 @@ def test_moving_out_of_one_thing_into_another_is_a_change() -> None:
 def test_moving_back_and_deleting_an_app_are_changes() -> None:
     for said in ("我搬回南京了", "微信读书我删了", "I uninstalled Instagram"):
         assert has_change_cue(said), said
+
+
+def test_these_days_is_a_change_of_state() -> None:
+    assert has_change_cue("these days I'm at Stripe")
+    assert has_change_cue("I'm vegetarian nowadays")
