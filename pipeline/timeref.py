@@ -15,7 +15,7 @@ from __future__ import annotations
 import calendar
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 
 _MONTHS = list(calendar.month_name)[1:]
@@ -40,6 +40,8 @@ class Span:
     end: date
     unit: str
     """day, week, month or year."""
+    said: str | None = field(default=None, compare=False)
+    """How a value says it, where a preposition before it stays ("in December" → "in December 2025")."""
 
 
 def _day_span(d: date, days: int) -> Span:
@@ -155,7 +157,59 @@ def _en_weekday_ahead(m: re.Match[str], d: date) -> Span | None:
     return _day_span(d, (day - d.weekday()) % 7 or 7) if _EN_STARTS_RE.search(clause) else None
 
 
+_EN_YEARLY_RE = re.compile(r"\b(?:born|birthday|anniversary|every|each|usually|always|annual|yearly)\b", re.I)
+_EN_AHEAD_RE = re.compile(
+    r"\b(?:will|'ll|going to|gonna|plan(?:s|ning)? to|hop(?:e|ing) to|need to|have to|due|next|start(?:s|ing)?|"
+    r"moving|leaving|graduating|getting married)\b",
+    re.I,
+)
+_EN_PAST_RE = re.compile(
+    r"\b(?:was|were|did|had|got|went|passed|took|made|began|met|left|sold|bought|won|lost|came|saw|quit|"
+    r"(?!need|feed|seed|speed|indeed|exceed|proceed|succeed)\w{2,}ed)\b",
+    re.I,
+)
+_EN_MONTHS = "|".join(calendar.month_name[1:])
+
+
+def _bare_month_year(month: int, ahead: bool, past: bool, d: date) -> int | None:
+    """The year of a month named without one: the latest when its clause is in the past, the next when it says
+    something is ahead, None when it says neither."""
+    if ahead:
+        return d.year if month >= d.month else d.year + 1
+    if past:
+        return d.year if month <= d.month else d.year - 1
+    return None
+
+
+def _en_bare_month(m: re.Match[str], d: date) -> Span | None:
+    """ "passed the N3 in December": the latest December; "we're moving in March": the next March; "born in
+    May", "every year in June": None (a yearly month names no one month)."""
+    left = re.split(r"[,.;!?]", m.string[max(0, m.start() - 80) : m.start()])[-1]  # bounded: linear in the text
+    right = re.split(r"[,.;!?]", m.string[m.end() : m.end() + 80])[0]
+    clause = f"{left} {right}"
+    if _EN_YEARLY_RE.search(clause):
+        return None
+    month = list(calendar.month_name).index(m.group(1).capitalize())
+    since = left.rstrip().lower().endswith("since")
+    year = _bare_month_year(
+        month, bool(_EN_AHEAD_RE.search(clause)) and not since, since or bool(_EN_PAST_RE.search(clause)), d
+    )
+    if year is None:
+        return None
+    start = date(year, month, 1)
+    return Span(start, _month_shift(start, 1), "month", said=f"{calendar.month_name[month]} {year}")
+
+
 _EN: list[Rule] = [
+    # a month without its year, after in/since/during/until/by/early/late/mid ("in December" → "in December 2025")
+    (
+        re.compile(
+            rf"(?:(?<=\bin )|(?<=\bsince )|(?<=\bduring )|(?<=\buntil )|(?<=\bby )|(?<=\bearly )|(?<=\blate )"
+            rf"|(?<=\bmid-)|(?<=\bmid ))({_EN_MONTHS})\b(?!,?\s*(?:19|20)\d{{2}})(?!\s+\d)",
+            re.I,
+        ),
+        _en_bare_month,
+    ),
     (
         re.compile(rf"\b(last|next|this coming|this past|this)\s+({'|'.join(_WEEKDAYS)})\b", re.I),
         _en_weekday,
@@ -203,7 +257,28 @@ _EN: list[Rule] = [
     (re.compile(_EN_COUNT + r" years? ago\b", re.I), lambda m, d: _year_span(d.year - _count(m))),
 ]
 
+_ZH_YEARLY_RE = re.compile(r"每年|生日|出生|纪念日|每逢|一般|通常")
+_ZH_AHEAD_RE = re.compile(r"要|会|打算|准备|计划|将|想|预计|预产期|到时候")
+_ZH_PAST_RE = re.compile(r"了|过|已经|完")
+
+
+def _zh_bare_month(m: re.Match[str], d: date) -> Span | None:
+    """ "12月过了N3": the latest December; "3月要搬家": the next March; "每年3月", "3月出生": None."""
+    left = re.split(r"[，,。；;！!？?]", m.string[max(0, m.start() - 40) : m.start()])[-1]  # bounded
+    right = re.split(r"[，,。；;！!？?]", m.string[m.end() : m.end() + 40])[0]
+    clause = left + right
+    if _ZH_YEARLY_RE.search(clause):
+        return None
+    month = int(m.group(1))
+    if not 1 <= month <= 12:
+        return None
+    year = _bare_month_year(month, bool(_ZH_AHEAD_RE.search(clause)), bool(_ZH_PAST_RE.search(right)), d)
+    return None if year is None else _month_of(year, month)
+
+
 _ZH: list[Rule] = [
+    # a month without its year ("12月过了N3" → "2025年12月过了N3"), read by the tense of its clause
+    (re.compile(r"(?<![\d年.\-/])(\d{1,2})月(?![\d日号])"), _zh_bare_month),
     # a day of a named week first: "上周五" is a day, not the week before and a stray "五"
     (re.compile(r"([上下这本])个?(?:周|星期|礼拜)([一二三四五六日天])"), _zh_weekday),
     # "三周后考雅思", "我两个月以后搬家": counted from now only where it opens the clause or follows its subject;
@@ -239,6 +314,8 @@ _ZH: list[Rule] = [
 
 
 def _en_text(span: Span) -> str:
+    if span.said:
+        return span.said
     if span.unit == "day":
         return f"on {span.start:%Y-%m-%d}"
     if span.unit == "week":

@@ -46,6 +46,12 @@ AT = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)  # a Tuesday
         ("the move was on Saturday", "the move was on 2026-11-28"),
         ("I start at Ocado on Monday", "I start at Ocado on 2026-12-07"),
         ("we're moving on Saturday", "we're moving on 2026-12-05"),
+        # a month without its year, read by the tense of its clause (the conversation is in December 2026)
+        ("passed the N3 in November", "passed the N3 in November 2026"),
+        ("we're moving in March", "we're moving in March 2027"),
+        ("vegan since February", "vegan since February 2026"),
+        ("12月过了N3", "2026年12月过了N3"),
+        ("3月要搬去杭州", "2027年3月要搬去杭州"),
         # a few days back names no one day: the week three days back falls in
         ("前几天换了个华为手机", "2026年11月23日那周换了个华为手机"),
         ("adopted a cat a few days ago", "adopted a cat in the week of 2026-11-23"),
@@ -73,6 +79,11 @@ def test_time_without_a_fixed_point_is_left_alone() -> None:
         "I swim on Fridays",  # a weekly day
         "we met on Tuesday",  # no tense the rule reads
         "we were Friday night regulars",  # the day qualifies a noun
+        "was born in May",  # a yearly month names no one month
+        "every year in June we go skiing",
+        "Christmas in December is the best",  # no tense to read
+        "每年3月去日本",
+        "3月出生的",
     ],
 )
 def test_a_length_of_time_or_a_weekly_day_is_left_alone(text: str) -> None:
