@@ -150,10 +150,15 @@ _EN_AND_I_RE = re.compile(
 )
 
 
+_EN_SHORT_STATEMENT_RE = re.compile(r"^(?:I'm|i'm|im|I am|i am)\s+\w+\s*$")
+
+
 def _split_and_i(piece: str) -> list[str]:
     """ "I write Python and I prefer Polars" holds two statements; "my wife and I hike" holds one."""
     m = _EN_AND_I_RE.search(piece)
-    if m is None or len(piece[: m.start()].split()) < 3:
+    # Fewer than three words before are a subject of their own ("my dad and my mom are"), unless they are a whole
+    # statement already ("I'm diabetic and my wife is vegan").
+    if m is None or (len(piece[: m.start()].split()) < 3 and not _EN_SHORT_STATEMENT_RE.match(piece[: m.start()])):
         return [piece]
     return [piece[: m.start()], *_split_and_i(piece[m.end() :])]
 

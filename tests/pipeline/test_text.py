@@ -338,3 +338,10 @@ def test_moving_back_and_deleting_an_app_are_changes() -> None:
 def test_these_days_is_a_change_of_state() -> None:
     assert has_change_cue("these days I'm at Stripe")
     assert has_change_cue("I'm vegetarian nowadays")
+
+
+def test_a_short_statement_and_another_subjects_statement_are_two_clauses() -> None:
+    """ "I'm diabetic and my wife is vegan" says one thing of the user and one of the wife; "My dad and my mom are
+    teachers" has one subject of two people."""
+    assert split_clauses("I'm diabetic and my wife is vegan") == ["I'm diabetic", "my wife is vegan"]
+    assert split_clauses("My dad and my mom are teachers") == ["My dad and my mom are teachers"]
