@@ -844,6 +844,10 @@ def _rewrite_zh(text: str, subject: Subject, team: bool = True) -> str:
             out = subject.name + out[1:]
         elif subject.relation in _ZH_RELATION_NOUN:  # "她只会说粤语" of a mother-in-law: "用户的婆婆只会说粤语"
             out = f"用户的{_ZH_RELATION_NOUN[subject.relation]}{out[1:]}"
+    elif not subject.is_user and not subject.name and subject.relation in _ZH_RELATION_NOUN:
+        noun = _ZH_RELATION_NOUN[subject.relation]
+        if noun not in out and "用户" not in out:  # "今年上小学二年级" of the son named before: "用户的儿子今年…"
+            out = f"用户的{noun}{out}"
     if subject.is_user and "用户" not in out:
         # "现在改成周末去爬山" reads on with its subject put back; "电脑是 ThinkPad" is the user's computer; a topic
         # first ("香菜真的受不了", "Go 写了五年了") is said of the user as Chinese says it: "用户香菜真的受不了".
@@ -994,6 +998,7 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
     previous = ""
     corrections: set[str] = set()  # clauses that correct what was believed ("其实不过敏", "not allergic after all")
     passing = False  # a dated clause came before in this sentence: what follows may be about that event
+    named_here: Subject | None = None  # the person the clause before named ("我有个儿子叫乐乐")
     unreal = False  # a condition or a wish came before in this sentence: what follows is not the case
     for raw in split_clauses(sentence):
         clause, previous = _the_one(_strip_discourse(raw), previous), raw
@@ -1019,7 +1024,9 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         if _MINE_RE.match(clause):
             continue  # "Mine is Icky Thump" after no question: what it is the speaker's favourite of is not said
         clause = _as_news(_as_event(_as_self_description(_said_for_me(clause))))
+        known = ctx.last_person
         _note_people(clause, ctx)  # "I live with my husband, he's a doctor": "he" is the husband
+        just_named, named_here = named_here, (ctx.last_person if ctx.last_person is not known else None)
         # A change said with its date ("I start at Ocado on Monday", "上周把库迁到了 PG 16") is still a change: the
         # state it leads to lasts, and the date is resolved in the value. Other dated clauses pass.
         dated = _is_time_bound(clause)
@@ -1050,6 +1057,10 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         if _SOURCE_SAYS_RE.search(clause):
             continue
         named = _detect_subject(clause, ctx)
+        if named is None and just_named is not None and _ZH_AGE_OR_SCHOOL_RE.match(clause):
+            # "我有个儿子叫乐乐，今年六岁": Chinese leaves out the subject, and an age or a school year right after a
+            # person is named is theirs (it was the user's age).
+            named = just_named
         if named is not None and not named.is_user and _OPINION_OF_USER_RE.search(clause):
             continue  # "我妈老说我乱花钱", "my boss thinks I'm slow": someone's view of the user, not a fact
         pronoun = re.match(r"^(?:he|she|他|她)", clause, re.I)
@@ -1528,7 +1539,8 @@ def _note_people(clause: str, ctx: _Context) -> None:
     if has_cjk(clause):
         z = _ZH_REL_INSIDE_RE.search(clause)
         if z is not None:
-            _register(ctx, Subject(lx.ZH_RELATIONS[z.group(1)], _zh_name_after(clause[z.end() :])))
+            rest = re.sub(r"^(?:名字)?叫", "", clause[z.end() :])  # "我有个儿子叫乐乐": the name after 叫
+            _register(ctx, Subject(lx.ZH_RELATIONS[z.group(1)], _zh_name_after(rest)))
         return
     m = _EN_REL_INSIDE_RE.search(clause)
     if m is not None:
@@ -1536,7 +1548,11 @@ def _note_people(clause: str, ctx: _Context) -> None:
         _register(ctx, Subject(lx.EN_RELATIONS[m.group(1).lower()], name))
 
 
-_ZH_REL_INSIDE_RE = re.compile(r"(?:我的?|俺的?)(" + "|".join(sorted(lx.ZH_RELATIONS, key=len, reverse=True)) + r")")
+_ZH_REL_INSIDE_RE = re.compile(
+    r"(?:我的?|俺的?|(?:我|我们|我家|俺)有(?:一)?[个位]?)("
+    + "|".join(sorted(lx.ZH_RELATIONS, key=len, reverse=True))
+    + r")"
+)
 
 
 _ASSIGNMENT_RE = re.compile(r"^[A-Za-z_][\w.\-]*\s*=")
@@ -1559,6 +1575,12 @@ weekends"): no fact of its own, but a detail of the clause it goes with."""
 
 
 _REFERENT_RE = re.compile(r"\b(?:it|that|this|them|those|these|him|her|you|yours)\b|这个|那个|这些|那些|它", re.I)
+_ZH_AGE_OR_SCHOOL_RE = re.compile(
+    r"^(?:今年|现在|已经|刚|才|都|快)*(?:满)?(?:[0-9一二两三四五六七八九十]+\s*(?:岁|周岁|个月大?)|"
+    r"(?:在|正在)?(?:上|读|念)(?:幼儿园|托班|小学|初中|高中|[一二三四五六七八九]年级|大[一二三四])|"
+    r"[一二三四五六七八九]年级|初[一二三]|高[一二三])"
+)
+"""A subjectless Chinese clause that says how old someone is or what school year they are in."""
 _POINTED_NP_RE = re.compile(
     r"\b(?:that|this|those|these|the same)\s+(?=[a-z])"
     r"(?!is\b|was\b|i\b|you\b|(?:days?|weeks?|months?|years?|time|times|morning|evening|weekend|season)\b)\w+",

@@ -1487,3 +1487,20 @@ def test_a_time_that_opens_a_clause_points_to_nothing_said_before() -> None:
     assert job.key == "user.employer"
     assert "Stripe" in job.value
     assert not _active(extract_facts(_transcript(("user", "I love those genres"))))
+
+
+def test_an_age_or_school_year_right_after_a_child_is_named_is_the_childs() -> None:
+    """Chinese leaves the subject out: "我有个儿子叫乐乐，今年六岁" set the user's age to six (and would have retired
+    the real one). An age or a school year right after a person is named is theirs; the user's own still is."""
+    facts = _active(extract_facts(_transcript(("user", "我有个儿子叫乐乐，今年六岁"))))
+    assert not [f for f in facts if f.key == "user.age"], facts
+    assert [f.key for f in facts if f.key.endswith(".age")] == ["son:乐乐.age"]
+    [grade] = [
+        f
+        for f in _active(extract_facts(_transcript(("user", "我们有一个儿子，今年上小学二年级"))))
+        if "二年级" in f.value
+    ]
+    assert grade.key.startswith("son")
+    assert grade.value.startswith("用户的儿子")
+    facts = _active(extract_facts(_transcript(("user", "我在杭州工作，今年28岁"))))
+    assert [f.key for f in facts if f.key.endswith(".age")] == ["user.age"]
