@@ -1048,6 +1048,8 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
             (groups[-1][2] if groups else pending).append(clause)
             continue
         attr = _match_attribute(_reported_of_me(clause), ctx.judge)
+        if attr is not None and attr.name in ("role", "employer") and _seeks_job(clause):
+            attr = _SLOT_ATTRIBUTES["goal"]  # "applying for a PM role at Canva" is no job held, but one wanted
         if attr is None and (_is_mood(clause) or lx.ZH_PLAN.search(clause) or lx.EN_PLAN.search(clause)):
             continue
         if passing and attr is None and not has_change_cue(clause):
@@ -1575,6 +1577,20 @@ weekends"): no fact of its own, but a detail of the clause it goes with."""
 
 
 _REFERENT_RE = re.compile(r"\b(?:it|that|this|them|those|these|him|her|you|yours)\b|这个|那个|这些|那些|它", re.I)
+_JOB_SEEKING_RE = re.compile(
+    r"\b(?:applying|applied) (?:for|to)\b|\binterviewing (?:at|for|with)\b|\bjob[- ]hunting\b|"
+    r"\b(?:looking|hunting|searching) for (?:a |an )?(?:new )?(?:job|role|position)\b|申请|面试|投简历|找工作|求职",
+    re.I,
+)
+_JOB_GOT_RE = re.compile(r"\bgot (?:it|the job|the offer|the role)\b|\bhired\b|\boffer\b|录用|拿到|入职|offer", re.I)
+
+
+def _seeks_job(clause: str) -> bool:
+    """A job applied or interviewed for, or looked for ("applying for a product manager role at Canva", "在面试
+    字节"), not yet got: what the user wants, not what they do."""
+    return _JOB_SEEKING_RE.search(clause) is not None and _JOB_GOT_RE.search(clause) is None
+
+
 _ZH_AGE_OR_SCHOOL_RE = re.compile(
     r"^(?:今年|现在|已经|刚|才|都|快)*(?:满)?(?:[0-9一二两三四五六七八九十]+\s*(?:岁|周岁|个月大?)|"
     r"(?:在|正在)?(?:上|读|念)(?:幼儿园|托班|小学|初中|高中|[一二三四五六七八九]年级|大[一二三四])|"

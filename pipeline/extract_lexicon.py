@@ -285,6 +285,9 @@ EN_REQUEST = re.compile(
     r"pls|help me|give me|write|make|show|tell me|let's|convert|draft|add|swap|remove|pull up|check|find|"
     r"summari[sz]e|explain|suggest|list|translate|fix|generate|read|compare|recommend|plan|create|build me|"
     r"send|book|update|look up|search|"
+    # what to put in or how to shape something being written ("mention I led the redesign", "keep it under 300
+    # words", "include my GitHub link"); not "keep a journal", which is a habit
+    r"mention|include|highlight|emphasi[sz]e|rephrase|reword|shorten|proofread|polish|keep (?:it|this|that|them)|"
     r"any tips|what's|whats|here's|here is|"
     r"(?:i )?(?:need|want|would like|'d like) (?:some )?(?:help|advice|ideas|tips|a hand)|"
     r"(?:i'm |i am )?looking for (?:some )?(?:help|advice|ideas|tips|a way))\b",

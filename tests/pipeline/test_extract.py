@@ -1504,3 +1504,21 @@ def test_an_age_or_school_year_right_after_a_child_is_named_is_the_childs() -> N
     assert grade.value.startswith("用户的儿子")
     facts = _active(extract_facts(_transcript(("user", "我在杭州工作，今年28岁"))))
     assert [f.key for f in facts if f.key.endswith(".age")] == ["user.age"]
+
+
+def test_a_job_applied_for_is_wanted_not_held() -> None:
+    """ "I'm applying for a product manager role at Canva" was filed as the user's job, beside (and merged into) the
+    one they hold; a job applied or interviewed for is a goal until it is got."""
+    for said in ("I'm applying for a product manager role at Canva", "我在面试字节的后端岗位"):
+        [wanted] = _active(extract_facts(_transcript(("user", said))))
+        assert wanted.key == "user.goal", (said, wanted)
+    [got] = _active(extract_facts(_transcript(("user", "I applied for a job at Canva and got the offer"))))
+    assert got.key in ("user.employer", "user.role")
+
+
+def test_what_to_put_in_a_text_being_written_is_a_request() -> None:
+    """ "keep it under 300 words, I hate long letters": the first is a request about this letter, the second holds."""
+    [kept] = _active(extract_facts(_transcript(("user", "keep it under 300 words, I hate long letters"))))
+    assert "300" not in kept.value
+    assert "long letters" in kept.value
+    assert not _active(extract_facts(_transcript(("user", "include my GitHub link"))))
