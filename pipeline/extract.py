@@ -480,7 +480,9 @@ _ZH_REL_RE = re.compile(
     r"^(?:我的?|俺的?)(?:新的?|现在的)?(" + "|".join(sorted(lx.ZH_RELATIONS, key=len, reverse=True)) + r")(?:叫)?"
 )
 _EN_REL_RE = re.compile(
-    r"^(?:and |also |but )?(?:my|our) (?:\w+ )?("
+    # "my mum", "our eldest son"; and the words a family calls its own by, said as a name ("mom moved into a care
+    # home", "Dad retired in May")
+    r"^(?:and |also |but )?(?:(?:my|our) (?:\w+ )?|(?=(?:mom|mum|dad|grandma|grandpa)\b(?!'s)))("
     + "|".join(sorted((re.escape(r) for r in lx.EN_RELATIONS), key=len, reverse=True))
     + r")\b(?:,? (?:is |named |called )?(?-i:((?:(?:Dr|Mr|Mrs|Ms|Prof)\. )?[A-Z][a-z]+(?: [A-Z][a-z]+)?)))?",
     re.I,

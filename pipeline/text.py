@@ -417,6 +417,10 @@ _ZH_CHANGE = (
     "迁到",
     "迁移到",
     "跳槽",
+    "换工作",
+    "换了工作",
+    "换了份工作",
+    "换了个工作",
     "入职",
     "不再",
     "已经不",
@@ -491,6 +495,7 @@ _EN_CHANGE_RE = re.compile(
     r"(?: over)? (?:out of|into)\b|"
     r"\b(?:start|starting) (?:at|as|a new)\b|\bjoining\b|"
     r"\bno longer\b|\bnot anymore\b|\banymore\b|\bnow use\b|\bthese days\b|\bnowadays\b|"
+    r"\b(?:changed|switched) jobs\b|"
     r"(?<!from )\bnow on\b|\bnow i\b|\bi'm now\b|\bnow work\b|"
     r"\bstarted at\b|\bjoined\b|\bnew job\b|\bnew role\b|\bstopped\b|\bquit\b|\bused to\b|\bagain\b|"
     r"\binstead of\b|\breplaced\b|\bgave up\b|\bnot \w+ any ?more\b|\bchanged my mind\b|"
@@ -535,7 +540,8 @@ def _closing_now(text: str) -> bool:
 CORRECTION_RE = re.compile(r"其实|原来|\bafter all\b|\bturns? out\b|\bturned out\b|\bactually\b", re.I)
 """A clause that corrects a belief ("其实不过敏", "turns out I'm not allergic after all")."""
 JOB_ENDED_RE = re.compile(
-    r"辞职|离职|辞掉了?工作|被裁|被辞退|被开除|失业|下岗|退休|"
+    r"辞职|离职|辞掉了?工作|被裁|被辞退|被开除|失业|下岗|退休|跳槽|换(?:了|了份|了个)?工作|"
+    r"\b(?:changed|switched|changing|switching) jobs\b|"
     r"\b(?:quit|left|leaving|quitting) (?:my|the|her|his|their) (?:job|position|role|company)\b"
     r"(?! \w*(?:party|car|building))|\bresign(?:ed|ing)?\b(?! (?:myself|ourselves|to)\b)|"
     r"\b(?:got|was|been|being) (?:laid off|let go|fired(?! up)|made redundant)\b|\blost (?:my|her|his|their) job\b|"

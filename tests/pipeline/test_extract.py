@@ -1522,3 +1522,10 @@ def test_what_to_put_in_a_text_being_written_is_a_request() -> None:
     assert "300" not in kept.value
     assert "long letters" in kept.value
     assert not _active(extract_facts(_transcript(("user", "include my GitHub link"))))
+
+
+def test_the_word_a_family_calls_its_own_by_is_their_subject() -> None:
+    """ "mom moved into a care home" is the mother's news, as "my mom …" is, not the user's."""
+    facts = _active(extract_facts(_transcript(("user", "mom moved into a care home in October"))))
+    assert facts
+    assert all(f.key.startswith("mother.") for f in facts), facts

@@ -345,3 +345,11 @@ def test_a_short_statement_and_another_subjects_statement_are_two_clauses() -> N
     teachers" has one subject of two people."""
     assert split_clauses("I'm diabetic and my wife is vegan") == ["I'm diabetic", "my wife is vegan"]
     assert split_clauses("My dad and my mom are teachers") == ["My dad and my mom are teachers"]
+
+
+def test_a_job_changed_is_a_change_and_ends_the_old_job() -> None:
+    from pipeline.text import JOB_ENDED_RE
+
+    for said in ("我老公换工作了", "I changed jobs in May", "去年跳槽了"):
+        assert has_change_cue(said), said
+        assert JOB_ENDED_RE.search(said), said
