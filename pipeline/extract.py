@@ -819,7 +819,9 @@ def _rewrite_en(text: str, subject: Subject, team: bool = True) -> str:
     if subject.is_user and not re.search(r"\b[Uu]ser\b|\bthe user\b", out):
         # "Took up rowing in spring": the speaker left out is the subject ("User took up rowing …").
         implied = _IMPLIED_I_RE.match(out)
-        if implied is None:
+        if implied is None and re.match(r"(?i)no\s+(?!one\b|problem|worries|idea|way\b)[a-z]", out):
+            out = f"User has {out[:1].lower()}{out[1:]}"  # "no allergies, but …" → "User has no allergies, but …"
+        elif implied is None:
             out = "User: " + out
         elif implied.group("base"):
             # "love sushi" → "User loves sushi", "have two kids" → "User has two kids"

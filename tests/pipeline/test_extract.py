@@ -1475,7 +1475,11 @@ def test_a_job_that_ended_also_reads_as_the_employers_slot() -> None:
 def test_a_clause_without_its_speaker_reads_as_a_statement_about_the_user() -> None:
     """ "sold the Golf" is the user's own doing: "User sold the Golf", not "User: sold the Golf"; a verb in its
     base form takes the third person ("love sushi" → "User loves sushi")."""
-    for said, value in (("sold the Golf", "User sold the Golf"), ("love sushi", "User loves sushi")):
+    for said, value in (
+        ("sold the Golf", "User sold the Golf"),
+        ("love sushi", "User loves sushi"),
+        ("no allergies", "User has no allergies"),
+    ):
         facts = _active(extract_facts(_transcript(("user", said))))
         assert [f.value for f in facts] == [value], (said, facts)
 
