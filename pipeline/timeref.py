@@ -120,7 +120,7 @@ book in a week"."""
 
 def _en_ahead(m: re.Match[str], d: date) -> Span | None:
     """ "in 3 weeks" from now, unless its clause says it is how long something took or takes."""
-    clause = re.split(r"[,.;!?]", m.string[max(0, m.start() - 160) : m.start()])[-1]  # bounded: linear in the text
+    clause = _clause_before(m, 160)
     return None if _EN_DURATION_RE.search(clause) else _ahead(m.group(2).lower(), _count(m), d)
 
 
@@ -144,6 +144,12 @@ _EN_STARTS_RE = re.compile(
 """Verbs that say a bare weekday is ahead ("I start at Ocado on Monday", "we're moving on Saturday")."""
 
 
+def _clause_before(m: re.Match[str], chars: int = 80) -> str:
+    """The clause a match stands in, up to the match: at most `chars` characters back (bounded, so the rules stay
+    linear in the text)."""
+    return re.split(r"[,.;!?]", m.string[max(0, m.start() - chars) : m.start()])[-1]
+
+
 def _en_past_weekday(m: re.Match[str], d: date) -> Span:
     """ "my last day was Friday": the latest Friday before `d`."""
     return _day_span(d, -((d.weekday() - _WEEKDAYS.index(m.group(1).lower())) % 7 or 7))
@@ -152,7 +158,7 @@ def _en_past_weekday(m: re.Match[str], d: date) -> Span:
 def _en_weekday_ahead(m: re.Match[str], d: date) -> Span | None:
     """ "I start on Monday": the first Monday after `d`, when the clause says something starts or will happen
     then; otherwise None ("we met on Tuesday": no tense this rule reads)."""
-    clause = re.split(r"[,.;!?]", m.string[max(0, m.start() - 80) : m.start()])[-1]  # bounded: linear in the text
+    clause = _clause_before(m)
     day = _WEEKDAYS.index(m.group(1).lower())
     return _day_span(d, (day - d.weekday()) % 7 or 7) if _EN_STARTS_RE.search(clause) else None
 
@@ -184,7 +190,7 @@ def _bare_month_year(month: int, ahead: bool, past: bool, d: date) -> int | None
 def _en_bare_month(m: re.Match[str], d: date) -> Span | None:
     """ "passed the N3 in December": the latest December; "we're moving in March": the next March; "born in
     May", "every year in June": None (a yearly month names no one month)."""
-    left = re.split(r"[,.;!?]", m.string[max(0, m.start() - 80) : m.start()])[-1]  # bounded: linear in the text
+    left = _clause_before(m)
     right = re.split(r"[,.;!?]", m.string[m.end() : m.end() + 80])[0]
     clause = f"{left} {right}"
     if _EN_YEARLY_RE.search(clause):
