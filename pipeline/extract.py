@@ -313,6 +313,10 @@ def _also_slots(clause: str, attr: lx.Attribute, judge: SlotJudge) -> list[str]:
     if own not in ("employer", "role") and JOB_ENDED_RE.search(clause):
         # "我辞职了", "I quit my job" (a decision, to the classifier): the job it ended is the employer's memory
         out.append("employer")
+    elif own in ("employer", "role") and _JOB_STARTED_RE.search(clause) and has_change_cue(clause):
+        # "starts at Ocado as an SRE", "入职了字节": a new job replaces where the user worked and what they did, so
+        # it meets the old job under either slot, however the classifier split this sentence and the old one
+        out.append("role" if own == "employer" else "employer")
     slot = BY_NAME.get(own)
     if slot is not None and slot.confused_with and has_change_cue(clause):
         # Read without its date as well: "上个月" says when the change happened, not what it is, and shifts the
@@ -322,6 +326,14 @@ def _also_slots(clause: str, attr: lx.Attribute, judge: SlotJudge) -> list[str]:
     return out
 
 
+_JOB_STARTED_RE = re.compile(
+    r"\b(?:start(?:s|ed|ing)?|began|begin(?:s|ning)?|join(?:s|ed|ing)?|new (?:job|role|position))\b"
+    r"(?:[^,.;!?]{0,40}?\bat\b[^,.;!?]{0,40}?\bas\b|[^,.;!?]{0,40}?\bas\b[^,.;!?]{0,40}?\bat\b)|"
+    r"(?:入职|跳槽到|跳到|换到|转到)[^，,。；;！!？?]{1,12}?(?:当|做|担任)",
+    re.I,
+)
+"""A new job begun that names both where and as what ("starts at Ocado as an SRE", "入职字节做后端"). "I started at
+Stripe" names no job, so the role may go on."""
 _AGE_RE = re.compile(
     r"\b(?:years?|yrs?) old\b|\b\d{1,3} ?(?:yo|y/o|-year-old)\b"
     r"|\b(?:i'm|im|i am|turn(?:s|ed|ing)?|aged?|age of)\s+\d{1,3}\b"

@@ -1533,3 +1533,11 @@ def test_the_word_a_family_calls_its_own_by_is_their_subject() -> None:
     facts = _active(extract_facts(_transcript(("user", "mom moved into a care home in October"))))
     assert facts
     assert all(f.key.startswith("mother.") for f in facts), facts
+
+
+def test_a_new_job_that_names_where_and_as_what_meets_both_slots() -> None:
+    """ "I start at Ocado as an SRE" replaces where the user worked and what they did: it meets the old job under
+    employer and under role, however either sentence was split between them."""
+    for said in ("I start at Ocado as an SRE on Monday", "我上个月入职字节做后端"):
+        [job] = _active(_facts_of(said))
+        assert {job.key.partition(".")[2], *job.also_slots} >= {"role", "employer"}, (said, job)
