@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 
 _MONTHS = list(calendar.month_name)[1:]
+_MONTH_RE = "|".join(_MONTHS)
+_MONTH_NUM = {m.lower(): i for i, m in enumerate(_MONTHS, start=1)}
 _EN_NUM = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "ten": 10}
 _ZH_NUM = {"一": 1, "两": 2, "二": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9, "十": 10, "半": 0}
 
@@ -120,7 +122,7 @@ book in a week"."""
 
 def _en_ahead(m: re.Match[str], d: date) -> Span | None:
     """ "in 3 weeks" from now, unless its clause says it is how long something took or takes."""
-    clause = _clause_before(m, 160)
+    clause, _ = _clause_around(m, 160)
     return None if _EN_DURATION_RE.search(clause) else _ahead(m.group(2).lower(), _count(m), d)
 
 
@@ -144,10 +146,11 @@ _EN_STARTS_RE = re.compile(
 """Verbs that say a bare weekday is ahead ("I start at Ocado on Monday", "we're moving on Saturday")."""
 
 
-def _clause_before(m: re.Match[str], chars: int = 80) -> str:
-    """The clause a match stands in, up to the match: at most `chars` characters back (bounded, so the rules stay
-    linear in the text)."""
-    return re.split(r"[,.;!?]", m.string[max(0, m.start() - chars) : m.start()])[-1]
+def _clause_around(m: re.Match[str], chars: int = 80, stops: str = r"[,.;!?]") -> tuple[str, str]:
+    """The clause a match stands in, before and after it: at most `chars` characters each way (bounded, so the
+    rules stay linear in the text), up to the nearest of `stops`."""
+    before = re.split(stops, m.string[max(0, m.start() - chars) : m.start()])[-1]
+    return before, re.split(stops, m.string[m.end() : m.end() + chars])[0]
 
 
 def _en_past_weekday(m: re.Match[str], d: date) -> Span:
@@ -158,7 +161,7 @@ def _en_past_weekday(m: re.Match[str], d: date) -> Span:
 def _en_weekday_ahead(m: re.Match[str], d: date) -> Span | None:
     """ "I start on Monday": the first Monday after `d`, when the clause says something starts or will happen
     then; otherwise None ("we met on Tuesday": no tense this rule reads)."""
-    clause = _clause_before(m)
+    clause, _ = _clause_around(m)
     day = _WEEKDAYS.index(m.group(1).lower())
     return _day_span(d, (day - d.weekday()) % 7 or 7) if _EN_STARTS_RE.search(clause) else None
 
@@ -174,7 +177,6 @@ _EN_PAST_RE = re.compile(
     r"(?!need|feed|seed|speed|indeed|exceed|proceed|succeed)\w{2,}ed)\b",
     re.I,
 )
-_EN_MONTHS = "|".join(calendar.month_name[1:])
 
 
 def _bare_month_year(month: int, ahead: bool, past: bool, d: date) -> int | None:
@@ -190,12 +192,11 @@ def _bare_month_year(month: int, ahead: bool, past: bool, d: date) -> int | None
 def _en_bare_month(m: re.Match[str], d: date) -> Span | None:
     """ "passed the N3 in December": the latest December; "we're moving in March": the next March; "born in
     May", "every year in June": None (a yearly month names no one month)."""
-    left = _clause_before(m)
-    right = re.split(r"[,.;!?]", m.string[m.end() : m.end() + 80])[0]
+    left, right = _clause_around(m)
     clause = f"{left} {right}"
     if _EN_YEARLY_RE.search(clause):
         return None
-    month = list(calendar.month_name).index(m.group(1).capitalize())
+    month = _MONTH_NUM[m.group(1).lower()]
     since = left.rstrip().lower().endswith("since")
     year = _bare_month_year(
         month, bool(_EN_AHEAD_RE.search(clause)) and not since, since or bool(_EN_PAST_RE.search(clause)), d
@@ -203,7 +204,7 @@ def _en_bare_month(m: re.Match[str], d: date) -> Span | None:
     if year is None:
         return None
     start = date(year, month, 1)
-    return Span(start, _month_shift(start, 1), "month", said=f"{calendar.month_name[month]} {year}")
+    return Span(start, _month_shift(start, 1), "month", said=f"{_MONTHS[month - 1]} {year}")
 
 
 _EN: list[Rule] = [
@@ -211,7 +212,7 @@ _EN: list[Rule] = [
     (
         re.compile(
             rf"(?:(?<=\bin )|(?<=\bsince )|(?<=\bduring )|(?<=\buntil )|(?<=\bby )|(?<=\bearly )|(?<=\blate )"
-            rf"|(?<=\bmid-)|(?<=\bmid ))({_EN_MONTHS})\b(?!,?\s*(?:19|20)\d{{2}})(?!\s+\d)",
+            rf"|(?<=\bmid-)|(?<=\bmid ))({_MONTH_RE})\b(?!,?\s*(?:19|20)\d{{2}})(?!\s+\d)",
             re.I,
         ),
         _en_bare_month,
@@ -270,8 +271,7 @@ _ZH_PAST_RE = re.compile(r"了|过|已经|完")
 
 def _zh_bare_month(m: re.Match[str], d: date) -> Span | None:
     """ "12月过了N3": the latest December; "3月要搬家": the next March; "每年3月", "3月出生": None."""
-    left = re.split(r"[，,。；;！!？?]", m.string[max(0, m.start() - 40) : m.start()])[-1]  # bounded
-    right = re.split(r"[，,。；;！!？?]", m.string[m.end() : m.end() + 40])[0]
+    left, right = _clause_around(m, 40, r"[，,。；;！!？?]")
     clause = left + right
     if _ZH_YEARLY_RE.search(clause):
         return None
@@ -380,9 +380,6 @@ def _rewrite(
 
 
 # -- time named in a question ------------------------------------------------------------------------------
-
-_MONTH_RE = "|".join(_MONTHS)
-_MONTH_NUM = {m.lower(): i for i, m in enumerate(_MONTHS, start=1)}
 
 
 def _latest(month: int, day: int | None, now: date) -> date:
