@@ -23,7 +23,6 @@ from pipeline.slots import BY_NAME, key_slot, label_slots
 from pipeline.text import (
     CORRECTION_RE,
     EN_TIME_LEADS,
-    JOB_ENDED_RE,
     Lang,
     content_tokens,
     core_negated,
@@ -326,6 +325,16 @@ def _also_slots(clause: str, attr: lx.Attribute, judge: SlotJudge) -> list[str]:
     return out
 
 
+JOB_ENDED_RE = re.compile(
+    r"辞职|离职|辞掉了?工作|被裁|被辞退|被开除|失业|下岗|退休|跳槽|换(?:了|了份|了个)?工作|"
+    r"\b(?:changed|switched|changing|switching) jobs\b|"
+    r"\b(?:quit|left|leaving|quitting) (?:my|the|her|his|their) (?:job|position|role|company)\b"
+    r"(?! \w*(?:party|car|building))|\bresign(?:ed|ing)?\b(?! (?:myself|ourselves|to)\b)|"
+    r"\b(?:got|was|been|being) (?:laid off|let go|fired(?! up)|made redundant)\b|\blost (?:my|her|his|their) job\b|"
+    r"\bretired\b(?! (?:my|our|the|his|her|their|it|them|that|this)\b)",
+    re.I,
+)
+"""A job that ended: whoever the user worked for, they no longer do ("我辞职了", "got laid off", "I retired")."""
 _JOB_STARTED_RE = re.compile(
     r"\b(?:start(?:s|ed|ing)?|began|begin(?:s|ning)?|join(?:s|ed|ing)?|new (?:job|role|position))\b"
     r"(?:[^,.;!?]{0,40}?\bat\b[^,.;!?]{0,40}?\bas\b|[^,.;!?]{0,40}?\bas\b[^,.;!?]{0,40}?\bat\b)|"
@@ -334,6 +343,20 @@ _JOB_STARTED_RE = re.compile(
 )
 """A new job begun that names both where and as what ("starts at Ocado as an SRE", "入职字节做后端"). "I started at
 Stripe" names no job, so the role may go on."""
+_JOB_SEEKING_RE = re.compile(
+    r"\b(?:applying|applied) (?:for|to)\b|\binterviewing (?:at|for|with)\b|\bjob[- ]hunting\b|"
+    r"\b(?:looking|hunting|searching) for (?:a |an )?(?:new )?(?:job|role|position)\b|申请|面试|投简历|找工作|求职",
+    re.I,
+)
+_JOB_GOT_RE = re.compile(r"\bgot (?:it|the job|the offer|the role)\b|\bhired\b|offer|录用|拿到|入职", re.I)
+
+
+def _seeks_job(clause: str) -> bool:
+    """A job applied or interviewed for, or looked for ("applying for a product manager role at Canva", "在面试
+    字节"), not yet got: what the user wants, not what they do."""
+    return _JOB_SEEKING_RE.search(clause) is not None and _JOB_GOT_RE.search(clause) is None
+
+
 _AGE_RE = re.compile(
     r"\b(?:years?|yrs?) old\b|\b\d{1,3} ?(?:yo|y/o|-year-old)\b"
     r"|\b(?:i'm|im|i am|turn(?:s|ed|ing)?|aged?|age of)\s+\d{1,3}\b"
@@ -831,10 +854,9 @@ def _rewrite_en(text: str, subject: Subject, team: bool = True) -> str:
     if subject.is_user and not re.search(r"\b[Uu]ser\b|\bthe user\b", out):
         # "Took up rowing in spring": the speaker left out is the subject ("User took up rowing …").
         implied = _IMPLIED_I_RE.match(out)
-        if implied is None and re.match(r"(?i)no\s+(?!one\b|problem|worries|idea|way\b)[a-z]", out):
-            out = f"User has {out[:1].lower()}{out[1:]}"  # "no allergies, but …" → "User has no allergies, but …"
-        elif implied is None:
-            out = "User: " + out
+        if implied is None:
+            # "no allergies, but …" → "User has no allergies, but …"; anything else is quoted as the user's
+            out = f"User has {out[:1].lower()}{out[1:]}" if _NO_THING_RE.match(out) else "User: " + out
         elif implied.group("base"):
             # "love sushi" → "User loves sushi", "have two kids" → "User has two kids"
             lead, verb = out[: implied.start("base")].lower(), _third_person_verb(implied.group("base").lower())
@@ -1593,20 +1615,6 @@ weekends"): no fact of its own, but a detail of the clause it goes with."""
 
 
 _REFERENT_RE = re.compile(r"\b(?:it|that|this|them|those|these|him|her|you|yours)\b|这个|那个|这些|那些|它", re.I)
-_JOB_SEEKING_RE = re.compile(
-    r"\b(?:applying|applied) (?:for|to)\b|\binterviewing (?:at|for|with)\b|\bjob[- ]hunting\b|"
-    r"\b(?:looking|hunting|searching) for (?:a |an )?(?:new )?(?:job|role|position)\b|申请|面试|投简历|找工作|求职",
-    re.I,
-)
-_JOB_GOT_RE = re.compile(r"\bgot (?:it|the job|the offer|the role)\b|\bhired\b|\boffer\b|录用|拿到|入职|offer", re.I)
-
-
-def _seeks_job(clause: str) -> bool:
-    """A job applied or interviewed for, or looked for ("applying for a product manager role at Canva", "在面试
-    字节"), not yet got: what the user wants, not what they do."""
-    return _JOB_SEEKING_RE.search(clause) is not None and _JOB_GOT_RE.search(clause) is None
-
-
 _ZH_AGE_OR_SCHOOL_RE = re.compile(
     r"^(?:今年|现在|已经|刚|才|都|快)*(?:满)?(?:[0-9一二两三四五六七八九十]+\s*(?:岁|周岁|个月大?)|"
     r"(?:在|正在)?(?:上|读|念)(?:幼儿园|托班|小学|初中|高中|[一二三四五六七八九]年级|大[一二三四])|"
@@ -1711,6 +1719,8 @@ _IMPLIED_I_RE = re.compile(
 )
 """A clause whose speaker is left out ("Took up rowing in spring", "Spent a weekend in Porto", "sold the Golf",
 "love sushi"); `base`: a verb in its base form, which takes the third person after "User"."""
+_NO_THING_RE = re.compile(r"no\s+(?!one\b|problem|worries|idea|way\b)[a-z]", re.I)
+"""A clause that says the user has none of something ("no allergies", "no kids yet"), said without its subject."""
 _SECOND_PERSON_RE = re.compile(r"\byou(?:r|rs|rself|'re|'ve|'ll|'d)?\b|你|您", re.I)
 _FIRST_PERSON_RE = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|my|me|mine|myself|we|we're|our|us)\b|我|俺", re.I)
 

@@ -539,16 +539,6 @@ def _closing_now(text: str) -> bool:
 
 CORRECTION_RE = re.compile(r"其实|原来|\bafter all\b|\bturns? out\b|\bturned out\b|\bactually\b", re.I)
 """A clause that corrects a belief ("其实不过敏", "turns out I'm not allergic after all")."""
-JOB_ENDED_RE = re.compile(
-    r"辞职|离职|辞掉了?工作|被裁|被辞退|被开除|失业|下岗|退休|跳槽|换(?:了|了份|了个)?工作|"
-    r"\b(?:changed|switched|changing|switching) jobs\b|"
-    r"\b(?:quit|left|leaving|quitting) (?:my|the|her|his|their) (?:job|position|role|company)\b"
-    r"(?! \w*(?:party|car|building))|\bresign(?:ed|ing)?\b(?! (?:myself|ourselves|to)\b)|"
-    r"\b(?:got|was|been|being) (?:laid off|let go|fired(?! up)|made redundant)\b|\blost (?:my|her|his|their) job\b|"
-    r"\bretired\b(?! (?:my|our|the|his|her|their|it|them|that|this)\b)",
-    re.I,
-)
-"""A job that ended: whoever the user worked for, they no longer do ("我辞职了", "got laid off", "I retired")."""
 
 
 def has_change_cue(text: str) -> bool:

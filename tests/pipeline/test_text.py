@@ -315,7 +315,7 @@ def test_switching_to_an_activity_stopping_one_and_a_job_that_ended_are_changes(
 
 
 def test_a_job_that_ended_is_told_from_other_endings() -> None:
-    from pipeline.text import JOB_ENDED_RE
+    from pipeline.extract import JOB_ENDED_RE
 
     for said in ("我辞职了", "上个月离职了", "I quit my job", "got let go last week", "I retired in 2020"):
         assert JOB_ENDED_RE.search(said), said
@@ -348,7 +348,7 @@ def test_a_short_statement_and_another_subjects_statement_are_two_clauses() -> N
 
 
 def test_a_job_changed_is_a_change_and_ends_the_old_job() -> None:
-    from pipeline.text import JOB_ENDED_RE
+    from pipeline.extract import JOB_ENDED_RE
 
     for said in ("我老公换工作了", "I changed jobs in May", "去年跳槽了"):
         assert has_change_cue(said), said
