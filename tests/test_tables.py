@@ -3,41 +3,20 @@
 from __future__ import annotations
 
 import io
-import uuid
 from datetime import UTC, datetime
 
 from rich.console import Console
 
 from hindsight.tables import memory_table
 from schemas.memories import MemoryRead
+from tests.factories import memory_values
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
 
 def _memory(key: str, value: str, *, conflict: bool = False) -> MemoryRead:
-    return MemoryRead(
-        id=uuid.uuid4(),
-        namespace="demo",
-        kind="preference",
-        key=key,
-        value=value,
-        subject="user",
-        source="user",
-        confidence=0.75,
-        state="active",
-        pinned=False,
-        negated=False,
-        ttl_days=None,
-        has_conflict=conflict,
-        backend="offline",
-        embedding_model="usem3",
-        created_at=NOW,
-        updated_at=NOW,
-        last_verified_at=NOW,
-        state_changed_at=NOW,
-        last_accessed_at=None,
-        access_count=0,
-    )
+    row = memory_values("demo", key=key, value=value, has_conflict=conflict, confidence=0.75, at=NOW)
+    return MemoryRead.model_validate({**row, "ttl_days": None, "last_accessed_at": None, "access_count": 0})
 
 
 def _render(width: int) -> str:
