@@ -636,3 +636,19 @@ def test_a_correction_of_the_users_own_retires_the_memory_it_flips() -> None:
     zh_old = mem("user.allergy", "用户头孢过敏", 0)
     [op] = reconcile([fact("user.allergy", "用户其实不对头孢过敏", 20, negated=True)], [zh_old], dedupe_threshold=T)
     assert op.action == "supersede"
+
+
+def test_an_extracted_job_ending_retires_the_extracted_job() -> None:
+    """The README's claim end to end over the pure stages: what the extractor keeps of "我辞职了" (a decision)
+    retires what it kept of "我在广州一家外企做财务" (the employer); "I quit my job" retires "I work at Shopify"."""
+    from tests.pipeline.test_extract import _active, _facts_of
+
+    for job_said, quit_said in (
+        ("我在广州一家外企做财务", "我辞职了"),
+        ("I work at Shopify", "I quit my job last week"),
+    ):
+        [job] = _active(_facts_of(job_said))
+        [quit_] = _active(_facts_of(quit_said))
+        old = mem(job.key, job.value, 0)
+        [op] = reconcile([EmbeddedFact(fact=quit_, embedding=vec(70))], [old], dedupe_threshold=T)
+        assert (op.action, op.target_id) == ("supersede", old.id), (job_said, quit_said, op.reason)
