@@ -79,7 +79,8 @@ WORKER_STEPS_OFF = ("--without-gossip", "--without-mingle", "--without-heartbeat
 """Worker steps hindsight has no use for: gossip and heartbeat broadcast worker events nobody consumes, and
 mingle syncs revoked task ids at start-up (tasks are idempotent, nothing is revoked). Each is a connection to
 reconnect when Redis restarts; closing gossip's on a lost connection is a known kombu failure
-('NoneType' object has no attribute 'hostname') that stops the worker. Remote control stays (`inspect ping`)."""
+('NoneType' object has no attribute 'hostname') that stops the worker (`workers.broker_qos` makes the task channel's
+close survive it). Remote control stays (`inspect ping`)."""
 
 
 @app.command()

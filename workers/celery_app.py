@@ -18,6 +18,9 @@ from celery import Celery
 
 from hindsight.broker import resolve_redis_url
 from hindsight.config import Settings, get_settings
+from workers import broker_qos
+
+broker_qos.install()
 
 TASK_MODULES = ["workers.tasks", "workers.signals"]
 
