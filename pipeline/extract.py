@@ -1070,6 +1070,8 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         dated = _is_time_bound(clause)
         if dated and has_change_cue(clause):
             clause, dated = _undated(clause), False
+        elif dated and (head := _before_the_dated(clause)):
+            clause, dated = head, False
         if _is_question(clause) or dated or _UNSURE_RE.search(clause) or _ASSIGNMENT_RE.match(clause):
             ctx.asked.append(clause)
             passing = passing or dated
@@ -1162,6 +1164,7 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         also = [] if attr is IDENTITY else _also_slots(core, attr, ctx.judge)
         _add(ctx, key, kind, sep.join(clauses), turn, c, subj, lang, negated=negated, also=also)
     _named_companions(sentence, turn, lang, ctx, conf, since=before)
+    _owned_things(sentence, turn, lang, ctx, conf, since=before)
 
 
 _MY_NAMED_RE = re.compile(
@@ -1197,6 +1200,65 @@ def _named_companions(sentence: str, turn: Turn, lang: Lang, ctx: _Context, conf
             said = f"I have {count} {noun} named {' and '.join(names)}" if count else f"I have a {noun} named {name}"
             _drop_passing_companions(ctx, since, names)
             _add(ctx, f"user.{kind_of.slot}", attr.kind, said, turn, conf, USER, lang)
+
+
+_MODEL_NUMBER = (
+    r"[A-Za-z][\w-]*(?: [A-Za-z][\w-]*)?[ -]?[A-Za-z]?\d{1,4}[A-Za-z]{0,3}"
+    r"(?: (?:pro|max|plus|mini|ultra|air|lite|se)\b)*"
+)
+_EN_MY_THING_RE = re.compile(
+    rf"\b(?:my|our) (?!(?:old|previous|former|last|first|second|other)\b)"
+    rf"(?:(new|brand new) ([\w-]{{3,}})(?![\w'’-])|({_MODEL_NUMBER})(?![\w'’-]))",
+    re.I,
+)
+"""A thing of the user's named in passing ("my pixel 8 keeps dropping wifi", "rotate the tires on my new outback"):
+a model that a number names, or one said to be new. Not "my old …" or "my dad's …"."""
+_ZH_MINE = r"的|们家的?|家的?|[新刚](?:买|换|入|提)的|[那这](?:台|辆|部|块)"
+_ZH_MY_THING_RE = re.compile(
+    rf"我({_ZH_MINE})\s*"
+    r"((?:[\u4e00-\u9fff]{1,4}|[A-Za-z]+)\s?[A-Za-z]{0,6}\s?\d{1,4}[A-Za-z]{0,3}(?:\s?(?:Pro|Max|Plus|Ultra|Air|mini|SE))*"
+    r"|[A-Z][A-Za-z]+(?: [A-Z0-9][A-Za-z0-9]*)?)",
+)
+"""The same in Chinese: "我的小米14", "我新买的Model Y", "我那台iPad Pro"."""
+_AHEAD_RE = re.compile(r"\b(?:next|tomorrow|soon|will|going to|gonna|about to|planning|plan to|want to|hope)\b", re.I)
+_OWNED_SLOTS = frozenset(("device", "possession"))
+OWNED_MIN_PROBABILITY = 0.7
+"""How sure the classifier must be that "I have a <thing>" is a device or a possession ("a Pixel 8" 0.99, "a new
+Garmin" 0.61 possession + 0.14 device)."""
+
+
+def _owned_things(sentence: str, turn: Turn, lang: Lang, ctx: _Context, conf: float, *, since: int) -> None:
+    """Keep "User has a Pixel 8" when the sentence takes the user's thing for granted ("my pixel 8 keeps dropping
+    wifi, any idea?") and no fact drawn from it names the thing. What the thing is, the classifier judges from "I
+    have a <thing>" alone: only a device or a possession is kept ("my top 3", "my week 2" are neither)."""
+    if _UNREAL_RE.match(sentence):
+        return
+    found: list[tuple[str, str, str]] = []  # (the thing, "I have <it>" to judge, how the value says it)
+    if lang == "zh":
+        for m in _ZH_MY_THING_RE.finditer(sentence):
+            thing = m.group(2).strip()
+            found.append((thing, f"我有{thing}", f"我新买了{thing}" if m.group(1)[0] in "新刚" else f"我有{thing}"))
+    else:
+        for m in _EN_MY_THING_RE.finditer(sentence):
+            new, named, model = m.groups()
+            if new and _AHEAD_RE.search(sentence):
+                continue  # "before we move into our new apartment next week": not had yet
+            thing = named or model
+            article = "an" if thing[:1].lower() in "aeiou" else "a"
+            said = f"I have a new {thing}" if new else f"I have {article} {thing}"
+            found.append((thing, said, said))
+    for thing, judged, said in found:
+        p = ctx.judge.predict(judged)
+        if p.p_fact < ctx.judge.threshold or p.slot not in _OWNED_SLOTS or p.probability < OWNED_MIN_PROBABILITY:
+            continue
+        # A fact drawn from the sentence whose subject is the thing ("The user's xps 13 fan is loud", "用户的小米14充电
+        # 特别慢") says how it is now; that the user has it is the lasting part, and replaces it.
+        of_it = re.compile(rf"(?:the )?(?:user's (?:brand )?(?:new )?|用户(?:{_ZH_MINE})?)\s*{re.escape(thing)}", re.I)
+        ctx.drafts[since:] = [d for d in ctx.drafts[since:] if not any(of_it.match(x) for x in d.parts)]
+        if any(thing.lower() in x.lower() for d in ctx.drafts[since:] for x in d.parts):
+            continue  # "I just got a Pixel 8": a fact drawn from the sentence already says the user has it
+        attr = _SLOT_ATTRIBUTES[p.slot]
+        _add(ctx, f"user.{p.slot}", attr.kind, said, turn, conf, USER, lang)
 
 
 def _passing_companion(d: _Draft, names: list[str]) -> bool:
@@ -1258,6 +1320,17 @@ def _zh_named_pets(sentence: str, turn: Turn, ctx: _Context, conf: float, *, sin
                 _drop_passing_companions(ctx, since, [name])
                 _add(ctx, "user.pet", attr.kind, f"我养了一只{kind}，叫{name}", turn, conf, USER, "zh")
             break
+
+
+def _before_the_dated(clause: str) -> str:
+    """What an English clause says before a comma and a dated part that goes on without its subject ("2nd year civil
+    engineering at rennick uni, just got a 54 on my midterm"): the date is the second part's, not the first's. A
+    dated lead ("Yesterday, I went …") dates everything after it: nothing is left."""
+    parts = clause.split(", ")
+    for i, part in enumerate(parts):
+        if _is_time_bound(part):
+            return ", ".join(parts[:i])
+    return ""
 
 
 def _undated(clause: str) -> str:

@@ -260,7 +260,18 @@ EN_TIME_TRANSIENT = re.compile(
     r"\b(?:got|get|was|been|is) (?:delayed|cancelled|canceled)\b|\bstuck (?:at|in|on)\b|"
     # how far along something is ("70% done", "a 12-day streak"); not "three weeks into my new job at Stripe",
     # whose clause also says where the user works (Chinese says such things in a clause of their own)
-    r"\b\d+\s?% (?:done|complete|through|finished)\b|\b\d+[- ]day streak\b",
+    r"\b\d+\s?% (?:done|complete|through|finished)\b|\b\d+[- ]day streak\b|"
+    # a state that has held all day ("my sugar's been running high all day"; not "I sit at a desk all day", a
+    # habit), for the time being, this month, a day of this month ("a gig on the 14th"; not "on the 1st of every
+    # month", "on the 3rd floor"), a near due day ("by thursday", "by end of day"), a mark in a test ("got a 54 on
+    # my midterm")
+    r"\b(?:been|was|were)\b[^.,;!?]{0,30}?\ball (?:day|night|morning|afternoon|evening)\b|"
+    r"\btemporarily\b|\bfor the time being\b|(?<!starting )(?<!from )(?<!as of )\bthis month\b|"
+    r"\b(?:on|by) the \d{1,2}(?:st|nd|rd|th)\b(?! of (?:each|every) month)(?! (?:floor|grade|place|row|time|century|"
+    r"birthday|anniversary|edition|day|week|year|attempt|try|round|street|avenue|percentile)\b)|"
+    r"\bby (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|tomorrow|tonight|eod|eow|"
+    r"(?:the )?end of (?:the |this )?(?:day|week))\b|"
+    r"\b(?:got|scored|received|getting) (?:an? )?\d+(?:\.\d+)?\s?%? (?:on|in) (?:my|the|our|this|that)\b",
     re.I,
 )
 EN_MOOD = re.compile(

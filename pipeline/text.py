@@ -262,9 +262,12 @@ def split_clauses(text: str) -> list[str]:
 # --- negation ----------------------------------------------------------------------------------------
 
 _ZH_NEG_RE = re.compile(r"不再|不|没有|没|别|非|无|未|从不|从没|戒了|戒掉|停了")
-# 不错/不少/不管/无论/非常/别人/没想到 are not negations of the statement.
+# 不错/不少/不管/无论/非常/别人/没想到 are not negations of the statement, nor the words that hold 别, 未, 无 or 非
+# without denying anything: 特别 ("我特别喜欢画画"), 分别, 区别, 未来, 无线, 非洲.
 _ZH_NEG_FALSE = re.compile(
-    r"不错|不少|不管|不仅|不过(?!敏)|不但|差不多|不好意思|无论|非常|并非常|别人|别的|无聊|没想到|了不起|不得不"
+    r"不错|不少|不管|不仅|不过(?!敏)|不但|差不多|不好意思|无论|非常|并非常|别人|别的|无聊|没想到|了不起|不得不|"
+    r"特别|分别|区别|差别|告别|离别|类别|级别|个别|性别|识别|辨别|鉴别|别墅|别致|别针|"
+    r"未来|无线|无人机|非洲|南非|是非"
 )
 _EN_NEG_RE = re.compile(
     r"\b(?:not|no longer|never|don't|doesn't|didn't|isn't|aren't|wasn't|won't|can't|cannot|"
