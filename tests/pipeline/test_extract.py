@@ -1554,7 +1554,9 @@ def test_a_thing_of_the_users_taken_for_granted_is_kept_as_theirs() -> None:
     ):
         [fact] = _active(extract_facts(_transcript(("user", said))))
         assert fact.key == slot, (said, fact)
-        assert named in fact.value and "wifi" not in fact.value and "慢" not in fact.value, (said, fact)
+        assert named in fact.value, (said, fact)
+        assert "wifi" not in fact.value, (said, fact)
+        assert "慢" not in fact.value, (said, fact)
     for said in ("my top 3 picks are below, which one should I choose?", "my dad's pixel 6 is broken, how do i fix it"):
         assert not _find(extract_facts(_transcript(("user", said))), "has a"), said
     [old] = _active(extract_facts(_transcript(("user", "I switched to a Pixel 8 last month and my pixel 8 is great"))))
@@ -1579,7 +1581,8 @@ def test_what_holds_for_the_moment_is_not_kept_and_dates_only_its_own_part() -> 
     for said in ("I sit at a desk all day", "I work on the 3rd floor", "rent is due on the 1st of every month"):
         assert not _is_time_bound(said), said
     [study] = _active(_facts_of("2nd year civil engineering at rennick uni, just got a 54 on my fluids midterm"))
-    assert "civil engineering" in study.value and "54" not in study.value
+    assert "civil engineering" in study.value
+    assert "54" not in study.value
 
 
 def test_words_that_hold_a_negation_character_without_denying_are_not_negations() -> None:
