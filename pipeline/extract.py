@@ -23,6 +23,7 @@ from pipeline.slots import BY_NAME, key_slot, label_slots
 from pipeline.text import (
     CORRECTION_RE,
     EN_TIME_LEADS,
+    RECORD_WRONG_RE,
     Lang,
     content_tokens,
     core_negated,
@@ -113,6 +114,9 @@ class _Context:
     """The current turn's questions and requests: what a change that names only its old value moved to."""
     answering: bool = False
     """Whether the current user turn follows a question of the assistant's (a lone noun there is an answer)."""
+    record_wrong: bool = False
+    """The current turn said the record is wrong ("你记错了", "you've got that wrong") and no fact of the user's
+    followed yet: the next one replaces what was held."""
 
 
 # --- small helpers ---------------------------------------------------------------------------------------
@@ -1042,6 +1046,9 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         clause, previous = _the_one(_strip_discourse(raw), previous), raw
         if CORRECTION_RE.search(raw):  # its polarity is the group's, whatever the clauses before it said
             corrections.add(clause)
+        if len(clause) <= _RECORD_WRONG_MAX and RECORD_WRONG_RE.search(clause):
+            ctx.record_wrong = True  # says nothing of the user itself; what follows replaces the record
+            continue
         if (
             not clause
             or _is_smalltalk(clause)
@@ -1162,7 +1169,9 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         c = conf - (0.1 if attr.name.endswith(".*") else 0.0) - (0.05 if not subj.is_user else 0.0)
         sep = "，" if has_cjk(core) else ", "
         also = [] if attr is IDENTITY else _also_slots(core, attr, ctx.judge)
-        _add(ctx, key, kind, sep.join(clauses), turn, c, subj, lang, negated=negated, also=also)
+        change = ctx.record_wrong and subj.is_user
+        ctx.record_wrong = ctx.record_wrong and not subj.is_user  # only the first fact of the user's after it
+        _add(ctx, key, kind, sep.join(clauses), turn, c, subj, lang, negated=negated, also=also, change=change)
     _named_companions(sentence, turn, lang, ctx, conf, since=before)
     _owned_things(sentence, turn, lang, ctx, conf, since=before)
 
@@ -1322,14 +1331,20 @@ def _zh_named_pets(sentence: str, turn: Turn, ctx: _Context, conf: float, *, sin
             break
 
 
+_RECORD_WRONG_MAX = 40
+"""The longest clause read as only saying the record is wrong ("no no, you've got that wrong", "哈哈你记错了")."""
+_PART_RE = re.compile(r"(, | and )")
+
+
 def _before_the_dated(clause: str) -> str:
-    """What an English clause says before a comma and a dated part that goes on without its subject ("2nd year civil
-    engineering at rennick uni, just got a 54 on my midterm"): the date is the second part's, not the first's. A
-    dated lead ("Yesterday, I went …") dates everything after it: nothing is left."""
-    parts = clause.split(", ")
-    for i, part in enumerate(parts):
-        if _is_time_bound(part):
-            return ", ".join(parts[:i])
+    """What an English clause says before a comma or an "and" and a dated part ("2nd year civil engineering at
+    rennick uni, just got a 54 on my midterm", "i shoot birds with a sony a7 and today's photos are all blurry"):
+    the date is the later part's, not the first's. A dated lead ("Yesterday, I went …") dates everything after it:
+    nothing is left."""
+    parts = _PART_RE.split(clause)  # the parts, with the separators between them
+    for i in range(0, len(parts), 2):
+        if _is_time_bound(parts[i]):
+            return "".join(parts[: max(i - 1, 0)])
     return ""
 
 
@@ -1829,7 +1844,9 @@ def _add(
     *,
     negated: bool | None = None,
     also: list[str] | None = None,
+    change: bool = False,
 ) -> None:
+    """`change`: the fact replaces what was held whatever its words say (the user said the record was wrong)."""
     value = _scrub_secrets(_rewrite(text, subject, lang, key), lang)
     if ctx.speaker is not None and subject.is_user:
         if not (_FIRST_PERSON_RE.search(text) or _IMPLIED_I_RE.match(text)):
@@ -1857,7 +1874,7 @@ def _add(
             confidence=round(max(0.05, min(confidence, 0.95)), 3),
             subject=subject,
             negated=[_polarity(text) if negated is None else negated],
-            supersedes=has_change_cue(text) or _NEW_RELATION_RE.search(text) is not None,
+            supersedes=change or has_change_cue(text) or _NEW_RELATION_RE.search(text) is not None,
             lang=lang,
             also=list(also or ()),
         )
@@ -2490,6 +2507,7 @@ def extract_facts(transcript: Transcript, judge: SlotJudge | None = None) -> lis
             continue
         ctx.speaker = turn.name.strip() if ctx.participants and turn.name else None
         ctx.asked = []
+        ctx.record_wrong = False
         for vendor in _credential_vendors(turn.content):  # names only: no value is ever read
             _add(ctx, "user.stack", MemoryKind.preference, f"I use {vendor}", turn, 0.6, USER, "en")
         if last_assistant is not None and reply_kind(text) == "confirm":

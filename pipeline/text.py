@@ -469,6 +469,12 @@ _ZH_CHANGE = (
     "下岗了",
     "退休了",
 )
+RECORD_WRONG_RE = re.compile(
+    r"记错了|搞错了|弄错了|记混了|\byou(?:'ve| have)? got (?:it|that|this|me) wrong\b|\byou misremembered\b|"
+    r"\byou(?:'re| are) mixing (?:it|me|that) up\b",
+    re.I,
+)
+"""The user says the assistant's record of them is wrong: the statement that follows replaces what it held."""
 # 改 + a verb is "switched to doing" ("改学韩语", "改喝豆浆", "改骑车上班"); not 改善, 改进, 修改, 改天.
 _ZH_SWITCH_VERB_RE = re.compile(
     r"(?<![修更批篡])改(?:学|喝|吃|练|骑|开|养|玩|看|读|坐|听|打|跑|住|穿|抽|考|做|走|去|游|滑|爬|弹|种|戴|睡|租|买)"
@@ -548,7 +554,11 @@ def has_change_cue(text: str) -> bool:
     """A change of state makes an older value wrong ("升级到", "搬到", "不再", "switched to", "no longer")."""
     t = normalize(text)
     return any(c in t for c in _ZH_CHANGE) or bool(
-        _ZH_NO_LONGER_RE.search(t) or _ZH_SWITCH_VERB_RE.search(t) or _EN_CHANGE_RE.search(t) or _closing_now(t)
+        _ZH_NO_LONGER_RE.search(t)
+        or _ZH_SWITCH_VERB_RE.search(t)
+        or _EN_CHANGE_RE.search(t)
+        or RECORD_WRONG_RE.search(t)
+        or _closing_now(t)
     )
 
 

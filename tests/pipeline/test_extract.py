@@ -1591,3 +1591,11 @@ def test_words_that_hold_a_negation_character_without_denying_are_not_negations(
     assert not likes.negated
     [dislikes] = _active(_facts_of("我特别不喜欢香菜"))
     assert dislikes.negated
+
+
+def test_a_dated_part_after_and_dates_only_itself() -> None:
+    """ "i shoot birds with a sony a7 and today's photos are all blurry": the photos are today's, the camera is not."""
+    [kept] = _active(_facts_of("i shoot birds with a sony a7 iii and today's photos are all blurry"))
+    assert "sony a7" in kept.value
+    assert "blurry" not in kept.value
+    assert not _active(_facts_of("I went to the gym today and lifted heavy"))

@@ -652,3 +652,27 @@ def test_an_extracted_job_ending_retires_the_extracted_job() -> None:
         old = mem(job.key, job.value, 0)
         [op] = reconcile([EmbeddedFact(fact=quit_, embedding=vec(70))], [old], dedupe_threshold=T)
         assert (op.action, op.target_id) == ("supersede", old.id), (job_said, quit_said, op.reason)
+
+
+def test_a_record_said_to_be_wrong_is_replaced_by_what_follows() -> None:
+    """ "you got it wrong, I live in York" after "User lives in Leeds" retires Leeds (it was a conflict). The clause
+    that says the record is wrong says nothing of the user and is no part of the value; only the first fact after it
+    is the correction ("…, I have a dog too" adds a pet)."""
+    from tests.pipeline.test_extract import _active, _facts_of
+
+    for old_said, new_said in (
+        ("I live in Leeds", "you got it wrong, I live in York"),
+        ("I have two daughters", "no, you've got that wrong. I have a son and a daughter"),
+        ("我住在杭州", "你记错了，我住在苏州"),
+    ):
+        [held] = _active(_facts_of(old_said))
+        new = _active(_facts_of(new_said))
+        assert len(new) == 1, new
+        assert "wrong" not in new[0].value, new[0]
+        assert "记错" not in new[0].value, new[0]
+        old = mem(held.key, held.value, 0)
+        [op] = reconcile([EmbeddedFact(fact=new[0], embedding=vec(70))], [old], dedupe_threshold=T)
+        assert (op.action, op.target_id) == ("supersede", old.id), (new_said, op.reason)
+    city, pet = _active(_facts_of("you got it wrong, I live in York. I have a dog too"))
+    assert city.supersedes_previous
+    assert not pet.supersedes_previous
