@@ -244,7 +244,8 @@ def _split_so(piece: str) -> list[str]:
 def split_clauses(text: str) -> list[str]:
     """Split one sentence into clauses (Chinese commas/colons, English clause boundaries)."""
     out: list[str] = []
-    for sent in split_sentences(text):
+    for whole in split_sentences(text):
+        sent = _BRACKETED_RE.sub(_hide_commas, whole)
         pieces = _ZH_CLAUSE_RE.split(sent) if has_cjk(sent) else _EN_CLAUSE_RE.split(sent)
         if not has_cjk(sent):
             # Chat English leaves out the commas: a fronted time clause, a question without its mark, "and I …"
@@ -253,10 +254,20 @@ def split_clauses(text: str) -> list[str]:
             for split in (_split_run_on, _split_and_i, _split_so):
                 pieces = [p for piece in pieces for p in split(piece)]
         for piece in pieces:
-            piece = piece.strip(" \t,，、;；。.!！")
+            piece = piece.translate(_SHOWN_COMMAS).strip(" \t,，、;；。.!！")
             if piece and not re.fullmatch(r"[\W_]+", piece):
                 out.append(piece)
     return out
+
+
+_BRACKETED_RE = re.compile(r"[（(][^（）()]{1,40}[）)]")
+_HIDDEN_COMMAS = {"，": "\x00", ",": "\x01", "、": "\x02"}
+_SHOWN_COMMAS = str.maketrans({v: k for k, v in _HIDDEN_COMMAS.items()})
+
+
+def _hide_commas(m: re.Match[str]) -> str:
+    """A comma inside brackets ends no clause ("我家年糕（蓝猫，两岁）最近掉毛"): hidden while the sentence is split."""
+    return m.group(0).translate(str.maketrans(_HIDDEN_COMMAS))
 
 
 # --- negation ----------------------------------------------------------------------------------------

@@ -353,3 +353,12 @@ def test_a_job_changed_is_a_change_and_ends_the_old_job() -> None:
     for said in ("我老公换工作了", "I changed jobs in May", "去年跳槽了"):
         assert has_change_cue(said), said
         assert JOB_ENDED_RE.search(said), said
+
+
+def test_a_comma_inside_brackets_ends_no_clause() -> None:
+    """ "我家年糕（蓝猫，两岁）最近掉毛" was cut inside the brackets, leaving the value "用户家年糕(蓝猫"."""
+    from pipeline.text import split_clauses
+
+    assert split_clauses("我家年糕（蓝猫，两岁）最近掉毛") == ["我家年糕（蓝猫，两岁）最近掉毛"]
+    assert split_clauses("我在上海（浦东），做后端") == ["我在上海（浦东）", "做后端"]
+    assert split_clauses("I moved to Leeds (well, near it), and I work at Sky")[0] == "I moved to Leeds (well, near it)"
