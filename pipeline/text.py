@@ -261,13 +261,13 @@ def split_clauses(text: str) -> list[str]:
 
 
 _BRACKETED_RE = re.compile(r"[（(][^（）()]{1,40}[）)]")
-_HIDDEN_COMMAS = {"，": "\x00", ",": "\x01", "、": "\x02"}
-_SHOWN_COMMAS = str.maketrans({v: k for k, v in _HIDDEN_COMMAS.items()})
+_HIDE_COMMAS = str.maketrans("，,、", "\x00\x01\x02")
+_SHOWN_COMMAS = str.maketrans("\x00\x01\x02", "，,、")
 
 
 def _hide_commas(m: re.Match[str]) -> str:
     """A comma inside brackets ends no clause ("我家年糕（蓝猫，两岁）最近掉毛"): hidden while the sentence is split."""
-    return m.group(0).translate(str.maketrans(_HIDDEN_COMMAS))
+    return m.group(0).translate(_HIDE_COMMAS)
 
 
 # --- negation ----------------------------------------------------------------------------------------
