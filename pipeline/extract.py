@@ -1229,6 +1229,8 @@ _ZH_MY_THING_RE = re.compile(
     r"|[A-Z][A-Za-z]+(?: [A-Z0-9][A-Za-z0-9]*)?)",
 )
 """The same in Chinese: "我的小米14", "我新买的Model Y", "我那台iPad Pro"."""
+_MAX_THINGS = 4
+"""Things read per sentence: each costs an embedding, and a sentence may be 32,000 characters of "my a1 b2"."""
 _AHEAD_RE = re.compile(r"\b(?:next|tomorrow|soon|will|going to|gonna|about to|planning|plan to|want to|hope)\b", re.I)
 _OWNED_SLOTS = frozenset(("device", "possession"))
 OWNED_MIN_PROBABILITY = 0.7
@@ -1256,6 +1258,8 @@ def _owned_things(sentence: str, turn: Turn, lang: Lang, ctx: _Context, conf: fl
             article = "an" if thing[:1].lower() in "aeiou" else "a"
             said = f"I have a new {thing}" if new else f"I have {article} {thing}"
             found.append((thing, said, said))
+    found = found[:_MAX_THINGS]
+    ctx.judge.prime([judged for _, judged, _ in found])  # one batch of embeddings
     for thing, judged, said in found:
         p = ctx.judge.predict(judged)
         if p.p_fact < ctx.judge.threshold or p.slot not in _OWNED_SLOTS or p.probability < OWNED_MIN_PROBABILITY:
