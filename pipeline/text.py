@@ -471,6 +471,7 @@ _ZH_CHANGE = (
     "卖了",
     "送人了",
     "去世",
+    "安乐死",
     "过世",
     "毕业了",
     "被裁",
@@ -530,6 +531,10 @@ _EN_CHANGE_RE = re.compile(
     r"\b(?:dropped|ditched|shelved|scrapped)\b|\bfell (?:off|away|by the wayside)\b|\b(?:passed away|died)\b|"
     # something owned that is gone ("sold the civic", "got rid of the car", "gave my bike away")
     r"\bgraduated\b|\bsold (?:my|our|the)\b|\bgot rid of\b|\bgave away (?:my|our|the)\b|\buninstalled\b"
+    # an animal put down ("we had to put biscuit down", "had to have her put to sleep"); not "put the kids to sleep",
+    # "had to put my foot down", "had to calm down"
+    r"|\bhad to put (?!(?:my|his|her|our|their) foot\b)(?:\w+ ){1,3}(?:down|to sleep)\b"
+    r"|\bhad to have (?:\w+ ){1,2}put (?:down|to sleep)\b"
     r"|\bgave (?:my|our|the) [\w -]{1,24}? away\b|"
     # a marriage, an engagement; losing someone named ("we lost Biscuit in March")
     r"\bgot (?:married|engaged|hitched)\b|\b(?:i|we) lost (?:my |our )?(?-i:[A-Z])\w+|"

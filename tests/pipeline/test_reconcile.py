@@ -676,3 +676,21 @@ def test_a_record_said_to_be_wrong_is_replaced_by_what_follows() -> None:
     city, pet = _active(_facts_of("you got it wrong, I live in York. I have a dog too"))
     assert city.supersedes_previous
     assert not pet.supersedes_previous
+
+
+def test_an_animal_put_down_retires_the_pet() -> None:
+    """ "we had to put biscuit down last month" is a change the classifier alone finds unlikely to state a fact (0.34):
+    a change is kept at a lower bar, and it names the pet it ended. "had to put my foot down", "I put the kids to
+    sleep" and "had to calm down" are no changes."""
+    from pipeline.text import has_change_cue
+    from tests.pipeline.test_extract import _active, _facts_of
+
+    [held] = _active(_facts_of("I have a beagle named Biscuit"))
+    [ended] = _active(_facts_of("we had to put biscuit down last month, he was 14"))
+    assert ended.supersedes_previous
+    old = mem(held.key, held.value, 0)
+    [op] = reconcile([EmbeddedFact(fact=ended, embedding=vec(70))], [old], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("supersede", old.id), op.reason
+    for said in ("had to put my foot down with my boss", "I put the kids to sleep at 8", "I had to calm down"):
+        assert not has_change_cue(said), said
+    assert has_change_cue("we had to have her put to sleep")
