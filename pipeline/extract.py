@@ -1254,7 +1254,8 @@ def _owned_things(sentence: str, turn: Turn, lang: Lang, ctx: _Context, conf: fl
     if lang == "zh":
         for m in _ZH_MY_THING_RE.finditer(sentence):
             thing = m.group(2).strip()
-            found.append((thing, f"我有{thing}", f"我新买了{thing}" if m.group(1)[0] in "新刚" else f"我有{thing}"))
+            how = m.group(1)  # "新买的" → "用户新买了Model Y", "刚换的" → "用户刚换了…"
+            found.append((thing, f"我有{thing}", f"我{how[:-1]}了{thing}" if how[0] in "新刚" else f"我有{thing}"))
     else:
         for m in _EN_MY_THING_RE.finditer(sentence):
             new, named, model = m.groups()
