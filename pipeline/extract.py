@@ -1355,7 +1355,9 @@ def _before_the_dated(clause: str) -> str:
     parts = _PART_RE.split(clause)  # the parts, with the separators between them
     for i in range(0, len(parts), 2):
         if _is_time_bound(parts[i]):
-            return "".join(parts[: max(i - 1, 0)])
+            head = "".join(parts[: max(i - 1, 0)])
+            # a mood before it is of the moment too ("I'm SO stressed, deadline at 5pm and this query keeps timing out")
+            return "" if _is_mood(head) else head
     return ""
 
 

@@ -266,7 +266,7 @@ EN_TIME_TRANSIENT = re.compile(
     # month", "on the 3rd floor"), a near due day ("by thursday", "by end of day"), a mark in a test ("got a 54 on
     # my midterm")
     r"\b(?:been|was|were)\b[^.,;!?]{0,30}?\ball (?:day|night|morning|afternoon|evening)\b|"
-    r"\btemporarily\b|\bfor the time being\b|(?<!starting )(?<!from )(?<!as of )\bthis month\b|"
+    r"\btemporarily\b|\bfor the time being\b|(?<!starting )(?<!from )(?<!as of )\bthis (?:month|sprint|quarter)\b|"
     r"\b(?:on|by) the \d{1,2}(?:st|nd|rd|th)\b(?! of (?:each|every) month)(?! (?:floor|grade|place|row|time|century|"
     r"birthday|anniversary|edition|day|week|year|attempt|try|round|street|avenue|percentile)\b)|"
     r"\bby (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|tomorrow|tonight|eod|eow|"

@@ -527,8 +527,10 @@ _EN_CHANGE_RE = re.compile(
     r"\b(?:didn't|did not|never) (?:stick|last|work out)\b|\bon hold\b|\b(?:broke|split) up\b|\bgot divorced\b|"
     # A state that began at a time ("been vegan since March", "we've lived in Lisbon since June") replaced another.
     r"\b(?:been|lived|living|worked|working)\b[^.,;!?]{1,40}?\bsince\b|"
-    # Something given up ("dropped Spanish", "ditched Notion", "spanish just kind of fell off").
-    r"\b(?:dropped|ditched|shelved|scrapped)\b|\bfell (?:off|away|by the wayside)\b|\b(?:passed away|died)\b|"
+    # Something given up ("dropped Spanish", "ditched Notion", "spanish just kind of fell off"); not a measure that
+    # fell ("revenue dropped 12%", "dropped to 3 signups").
+    r"\b(?:dropped(?!\s+(?:to|by|from|off|below|under|\d))|ditched|shelved|scrapped)\b|"
+    r"\bfell (?:off|away|by the wayside)\b|\b(?:passed away|died)\b|"
     # something owned that is gone ("sold the civic", "got rid of the car", "gave my bike away")
     r"\bgraduated\b|\bsold (?:my|our|the)\b|\bgot rid of\b|\bgave away (?:my|our|the)\b|\buninstalled\b"
     # an animal put down ("we had to put biscuit down", "had to have her put to sleep"); not "put the kids to sleep",

@@ -1599,3 +1599,4 @@ def test_a_dated_part_after_and_dates_only_itself() -> None:
     assert "sony a7" in kept.value
     assert "blurry" not in kept.value
     assert not _active(_facts_of("I went to the gym today and lifted heavy"))
+    assert not _active(_facts_of("I'm SO stressed, deadline at 5pm and this query keeps timing out"))

@@ -362,3 +362,12 @@ def test_a_comma_inside_brackets_ends_no_clause() -> None:
     assert split_clauses("我家年糕（蓝猫，两岁）最近掉毛") == ["我家年糕（蓝猫，两岁）最近掉毛"]
     assert split_clauses("我在上海（浦东），做后端") == ["我在上海（浦东）", "做后端"]
     assert split_clauses("I moved to Leeds (well, near it), and I work at Sky")[0] == "I moved to Leeds (well, near it)"
+
+
+def test_a_measure_that_dropped_is_no_change() -> None:
+    """ "dropped Spanish" gives something up; "revenue dropped 12%" is a reading of the moment."""
+    from pipeline.text import has_change_cue
+
+    assert has_change_cue("I dropped Spanish last year")
+    assert not has_change_cue("this quarter revenue dropped 12%")
+    assert not has_change_cue("signups dropped by a third")
