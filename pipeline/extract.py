@@ -382,8 +382,9 @@ def _match_attribute(clause: str, judge: SlotJudge) -> lx.Attribute | None:
     said = clause if _is_decision(clause) else _attributed(clause)  # "那就换 Riverpod" has its subject: 那就
     # A subject the speaker left out is supplied, so the evidence must be stronger than for one they said.
     slot = judge.slot(said, min_p_fact=ATTRIBUTED_MIN_P_FACT if said != clause else None)
-    if slot is None and said == clause and judge.predict(said).p_fact >= CHANGE_MIN_P_FACT and has_change_cue(clause):
-        slot = judge.slot(said, min_p_fact=CHANGE_MIN_P_FACT)  # a change, on weaker evidence
+    p = judge.predict(said)  # already predicted by `slot`
+    if slot is None and said == clause and p.p_fact >= CHANGE_MIN_P_FACT and has_change_cue(clause):
+        slot = BY_NAME.get(p.slot)  # a change, on weaker evidence (its cue read only between the two bars)
     if slot is not None and slot.name == "age" and not _AGE_RE.search(clause):
         # An age is said as one ("34", "turned 40", "in my thirties", "三十岁", "95 年的"); a clause with some other
         # number ("day 3 at the new job", "my old 401k") is not one, and would replace the real one: the clause

@@ -252,10 +252,10 @@ class SlotJudge:
         return self._cache.get(key, _NOTHING)
 
     def slot(self, clause: str, min_p_fact: float | None = None) -> Slot | None:
-        """The slot a clause fills, or None when it states no stable fact (P(fact) below the threshold, or below
-        `min_p_fact` when the caller sets its own bar, higher or lower)."""
+        """The slot a clause fills, or None when it states no stable fact (P(fact) below the threshold, or
+        below `min_p_fact` when the caller asks for more)."""
         p = self.predict(clause)
-        if p.p_fact < (min_p_fact if min_p_fact is not None else self.threshold):
+        if p.p_fact < max(self.threshold, min_p_fact or 0.0):
             return None
         return BY_NAME.get(p.slot)
 
