@@ -500,6 +500,22 @@ def train_extractor(
     typer.echo(json.dumps(report, ensure_ascii=False))
 
 
+@train_app.command("change")
+def train_change(
+    seed: Annotated[int, typer.Option(help="Random seed: the same seed and data give the same model.")] = 0,
+    out: Annotated[Path | None, typer.Option(help="Where to write the model (default: the packaged one).")] = None,
+) -> None:
+    """Fit the change classifier (does a clause say a lasting state changed?) on the hand-written sentences in
+    hindsight/training/data and print its validation figures (one JSON line)."""
+    from hindsight.training.change import train
+    from pipeline.slot_model import CHANGE_MODEL_PATH
+
+    report = train(seed=seed, out=out or CHANGE_MODEL_PATH)
+    for name, figures in report["validation"].items():
+        console.print(f"change    {name:4s} " + "  ".join(f"{k}={v}" for k, v in figures.items()))
+    typer.echo(json.dumps(report, ensure_ascii=False))
+
+
 def _validate_extractor(train_dir: Path, model: Path, limit: int = 120) -> dict[str, object]:
     from hindsight.training.persona_eval import evaluate
     from pipeline.slot_model import SlotClassifier, SlotJudge

@@ -376,6 +376,16 @@ _AGE_RE = re.compile(
 )
 
 
+def _is_change(clause: str, judge: SlotJudge) -> bool:
+    """Whether a clause says a lasting state changed: a change cue the rules list ("switched to", "不再"), or the
+    change classifier's reading ("i do all my budgeting in ynab now", "健身卡到期就没续了")."""
+    if has_change_cue(clause):
+        return True
+    # Read as written and as the slot was judged (its subject supplied: "deleted my twitter account" → "I deleted
+    # …"), whichever the judge has predicted already: the model costs no embedding of its own.
+    return any(judge.changes(text) for text in dict.fromkeys((clause, _attributed(clause))) if judge.knows(text))
+
+
 def _match_attribute(clause: str, judge: SlotJudge) -> lx.Attribute | None:
     """The slot a clause fills, as the learned classifier judges it (pipeline.slot_model), or None when the
     clause states no stable fact. A decision ("let's go with Postgres") is a decision whatever it is about."""
@@ -383,7 +393,7 @@ def _match_attribute(clause: str, judge: SlotJudge) -> lx.Attribute | None:
     # A subject the speaker left out is supplied, so the evidence must be stronger than for one they said.
     slot = judge.slot(said, min_p_fact=ATTRIBUTED_MIN_P_FACT if said != clause else None)
     p = judge.predict(said)  # already predicted by `slot`
-    if slot is None and said == clause and p.p_fact >= CHANGE_MIN_P_FACT and has_change_cue(clause):
+    if slot is None and said == clause and p.p_fact >= CHANGE_MIN_P_FACT and _is_change(clause, judge):
         slot = BY_NAME.get(p.slot)  # a change, on weaker evidence (its cue read only between the two bars)
     if slot is not None and slot.name == "age" and not _AGE_RE.search(clause):
         # An age is said as one ("34", "turned 40", "in my thirties", "三十岁", "95 年的"); a clause with some other
@@ -1888,7 +1898,7 @@ def _add(
             confidence=round(max(0.05, min(confidence, 0.95)), 3),
             subject=subject,
             negated=[_polarity(text) if negated is None else negated],
-            supersedes=change or has_change_cue(text) or _NEW_RELATION_RE.search(text) is not None,
+            supersedes=change or _is_change(text, ctx.judge) or _NEW_RELATION_RE.search(text) is not None,
             lang=lang,
             also=list(also or ()),
         )

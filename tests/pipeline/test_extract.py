@@ -1605,3 +1605,27 @@ def test_a_dated_part_after_and_dates_only_itself() -> None:
     assert "blurry" not in kept.value
     assert not _active(_facts_of("I went to the gym today and lifted heavy"))
     assert not _active(_facts_of("I'm SO stressed, deadline at 5pm and this query keeps timing out"))
+
+
+def test_a_change_said_without_a_listed_cue_is_read_by_the_change_classifier() -> None:
+    """People say a change in more ways than a list of cues holds: the packaged change classifier reads them, and
+    without it the same sentences carry no change."""
+    from pipeline.slot_model import SlotJudge
+    from pipeline.text import has_change_cue
+
+    changes = ["I keep all my recipes in Paprika now, the old binder went in the recycling", "毕业后留在了成都工作"]
+    assert not any(has_change_cue(text) for text in changes)
+    for text in changes:
+        facts = _active(extract_facts(_transcript(("user", text))))
+        assert facts, text
+        assert all(f.supersedes_previous for f in facts), (text, facts)
+        without = _active(extract_facts(_transcript(("user", text)), SlotJudge(change=False)))
+        assert not any(f.supersedes_previous for f in without), (text, without)
+
+
+def test_a_fact_held_all_along_is_no_change() -> None:
+    held = ("I've lived in Leeds all my life", "I have two cats and a dog", "我一直在杭州生活", "我在一家银行上班")
+    for text in held:
+        facts = _active(extract_facts(_transcript(("user", text))))
+        assert facts, text
+        assert not any(f.supersedes_previous for f in facts), (text, facts)
