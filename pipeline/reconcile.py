@@ -55,6 +55,10 @@ STRONG_CONTRADICTION_CONFIDENCE = 0.85
 """An explicit ("remember: …") user statement this confident retires an opposite-polarity memory."""
 REFINEMENT_OVERLAP = 0.4
 """Share of the old value's content that a new value must repeat to count as a refinement of it."""
+CHANGE_NEIGHBOUR_COSINE = 0.45
+"""A change whose key no live memory shares is weighed against the nearest memory of its subject at this cosine or
+above. Chosen on hand-written (old memory, new turn) pairs, half of them held back (BENCHMARKS.md, round nineteen):
+0.40 retired one more memory that still held, 0.50 and above found fewer of the changes."""
 MAX_MERGED_CHARS = 200
 """A refinement that would make a many-valued memory longer than this becomes a memory of its own: a value is
 short, directly usable text, not a growing list."""
@@ -119,6 +123,8 @@ class _Mem:
     confidence: float
     embedding: list[float] | None
     also_slots: tuple[str, ...] = ()
+    in_batch: bool = False
+    """Created earlier in this batch (the same transcript), not held before it."""
 
 
 def _slots(key: str, also: Sequence[str]) -> set[str]:
@@ -342,6 +348,19 @@ def _supersede(fact: CandidateFact, emb: list[float], old: _Mem, why: str) -> Me
     )
 
 
+def _changed_neighbour(fact: CandidateFact, emb: list[float], candidates: list[_Mem]) -> _Mem | None:
+    """The live memory of the fact's subject, under another key, nearest the change in meaning, when its cosine is
+    at least `CHANGE_NEIGHBOUR_COSINE`. Only a memory held before this transcript: what the same conversation said
+    under another slot ("I love hiking … these days it's mostly bouldering") is two things said, not a change."""
+    subject = canonical_key(fact.key)[0]
+    near = [
+        (cos, m) for m in candidates
+        if not m.in_batch and canonical_key(m.key)[0] == subject and not keys_match(m.key, fact.key)
+        and (cos := _cosine(emb, m.embedding)) is not None and cos >= CHANGE_NEIGHBOUR_COSINE
+    ]  # fmt: skip
+    return max(near, key=lambda p: p[0])[1] if near else None
+
+
 def _decide(fact: CandidateFact, emb: list[float], pool: list[_Mem], threshold: float) -> MemoryOp:
     untrusted = fact.state is MemoryState.quarantined or fact.source is Source.tool
     if untrusted:
@@ -370,6 +389,14 @@ def _decide(fact: CandidateFact, emb: list[float], pool: list[_Mem], threshold: 
         # that names no old value is not taken as replacing that slot's only one.
         target = max(meeting, key=lambda m: _similarity(fact, emb, m))
         op = _same_key_decision(fact, emb, target, threshold, sole=False)
+        if op.action == "supersede":
+            return op
+    neighbour = _changed_neighbour(fact, emb, candidates) if fact.supersedes_previous and not untrusted else None
+    if neighbour is not None:
+        # A change filed under a slot no memory holds ("been on firefox for months now" as a project, beside
+        # "uses Chrome" as a browser): the memory nearest in meaning, when it is near enough, is weighed as if it
+        # were the only one of the same slot. It is retired only where the same-slot rules would retire it.
+        op = _same_key_decision(fact, emb, neighbour, threshold, sole=True)
         if op.action == "supersede":
             return op
 
@@ -861,6 +888,7 @@ def _apply(op: MemoryOp, pool: list[_Mem]) -> None:
                 fact.confidence,
                 op.embedding,
                 tuple(fact.also_slots),
+                in_batch=True,
             )
         )
     if target is None:

@@ -314,7 +314,7 @@ def test_a_change_that_names_what_it_gave_up_retires_it_under_another_key() -> N
 
 def test_a_change_that_names_nothing_a_memory_holds_retires_nothing_under_another_key() -> None:
     hobby = mem("user.hobby", "User plays chess on weekends", 0)
-    new = fact("user.exam", "User gave up on the CFA, doing ACCA instead", 60, supersedes_previous=True)
+    new = fact("user.exam", "User gave up on the CFA, doing ACCA instead", 80, supersedes_previous=True)  # far apart
     [op] = reconcile([new], [hobby], dedupe_threshold=T)
     assert op.action == "insert"
 
@@ -460,7 +460,7 @@ def test_a_habit_given_up_names_the_memory_by_its_verb_and_a_companion_lost_reti
     pool = fact("user.exercise", "User's knees gave up on running, it's the pool now", 60, supersedes_previous=True)
     [op] = reconcile([pool], [runs], dedupe_threshold=T)
     assert (op.action, op.target_id) == ("supersede", runs.id)
-    swims = mem("user.hobby", "User swims at the lido and loves a long brunch", 0)
+    swims = mem("user.hobby", "User swims at the lido and loves a long brunch", -20)  # far from the change
     [op] = reconcile([pool], [swims], dedupe_threshold=T)
     assert op.action == "insert"  # a memory that names no running is not what was given up
     cat = mem("user.companion", "User has a cat named Biscuit", 0)
@@ -526,7 +526,7 @@ def test_a_chinese_thing_sold_or_given_away_names_the_memory_of_it_even_by_one_c
     [op] = reconcile([gone], [cat], dedupe_threshold=T)
     assert (op.action, op.target_id) == ("supersede", cat.id)
     books = mem("user.media", "用户喜欢看科幻小说", 0)
-    assert [o.action for o in reconcile([fact("user.possession", "用户把旧书卖了", 60, supersedes_previous=True)],
+    assert [o.action for o in reconcile([fact("user.possession", "用户把旧书卖了", 80, supersedes_previous=True)],
                                         [books], dedupe_threshold=T)] == ["insert"]  # fmt: skip
 
 
@@ -694,3 +694,28 @@ def test_an_animal_put_down_retires_the_pet() -> None:
     for said in ("had to put my foot down with my boss", "I put the kids to sleep at 8", "I had to calm down"):
         assert not has_change_cue(said), said
     assert has_change_cue("we had to have her put to sleep")
+
+
+def test_a_change_under_a_key_no_memory_holds_retires_the_nearest_memory_when_near_enough() -> None:
+    """ "been on firefox for months now" filed as a project beside "uses Chrome" filed as a browser: the nearest
+    memory of the subject is weighed as the change's own slot, from cosine CHANGE_NEIGHBOUR_COSINE up."""
+    from pipeline.reconcile import CHANGE_NEIGHBOUR_COSINE
+
+    chrome = mem("user.browser", "User uses Google Chrome as their browser", 0)
+    other = mem("colleague:sam.browser", "Sam uses Google Chrome", 0)
+    near = math.degrees(math.acos(CHANGE_NEIGHBOUR_COSINE)) - 2
+    firefox = fact("user.project", "User has been on Firefox for a few months", near, supersedes_previous=True)
+    [op] = reconcile([firefox], [chrome, other], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("supersede", chrome.id)
+
+    far = fact("user.project", "User has been on Firefox for a few months", near + 6, supersedes_previous=True)
+    [op] = reconcile([far], [chrome, other], dedupe_threshold=T)
+    assert op.action == "insert"
+
+    no_change = fact("user.project", "User has been on Firefox for a few months", near, supersedes_previous=False)
+    [op] = reconcile([no_change], [chrome, other], dedupe_threshold=T)
+    assert op.action == "insert"
+
+    [op] = reconcile([firefox], [mem("user.browser", "User uses Google Chrome as their browser", 0, pinned=True)],
+                     dedupe_threshold=T)  # fmt: skip
+    assert op.action == "insert"
