@@ -541,9 +541,13 @@ def _refined_by(
     return mem
 
 
+_NAME = r"[A-Za-z](?:[^\W\u2e80-\u9fff]|[+#.\-])*"
+"""A Latin name ("Node.js", "C++", "Zürich"): it ends where Chinese begins ("从Jira迁到" names Jira, not "Jira迁")."""
+_CAP_NAME = r"[A-Z](?:[^\W\u2e80-\u9fff]|[+#.\-])*"
+"""A capitalised word of a Latin name ("Google Chrome")."""
 _TERM = (
     r"(?:(?:the|my|our|a|an|user's|the user's)\s+)?(?:(?:old|former|previous|ex-?)\s*)?"
-    r"([A-Za-z](?:[^\W\u2e80-\u9fff]|[+#.\-])*(?-i:\s[A-Z](?:[^\W\u2e80-\u9fff]|[+#.\-])*)?)"
+    r"(" + _NAME + r"(?-i:\s" + _CAP_NAME + r")?)"
 )
 _ZH_WHEN = r"(?:\d{4}年(?:\d{1,2}月)?(?:\d{1,2}日)?|去年|前年|上个?月|上周)?\s*"
 """A resolved or relative date that may stand between a Chinese object and its verb ("车2026年11月卖了")."""
@@ -555,15 +559,15 @@ _ZH_ADVERBS = "其实|真的|确实|现在|目前|平时|后来|一直|已经|�
 """Adverbs that may stand between a Chinese object and the verb that ends it ("咖啡用户现在不喝了"); none is a term."""
 _PARTED = r"(?:have |had )?(?:broke up|split up|split|separated|divorced|got divorced)\b"
 _REPLACED_RES = (
-    re.compile(r"\bfrom\s+([A-Za-z](?:[^\W\u2e80-\u9fff]|[+#.\-])*(?-i:\s[A-Z](?:[^\W\u2e80-\u9fff]|[+#.\-])*)?)\s+(?:to|for|onto)\b", re.I),
+    re.compile(r"\bfrom\s+(" + _NAME + r"(?-i:\s" + _CAP_NAME + r")?)\s+(?:to|for|onto)\b", re.I),
     # "从后端转岗到算法", "从北京搬到": a verb of one or two characters may stand before 到.
-    re.compile(r"从\s*([A-Za-z](?:[^\W\u2e80-\u9fff]|[+#.\-])*|[\u4e00-\u9fff]{2,6}?)\s*(?:换成|改成|改用|[\u4e00-\u9fff]{0,2}到)"),
+    re.compile(r"从\s*(" + _NAME + r"|[\u4e00-\u9fff]{2,6}?)\s*(?:换成|改成|改用|[\u4e00-\u9fff]{0,2}到)"),
     # "migrating off Mongo onto Postgres", "moved away from Notion", "moved everything out of Notion"
     re.compile(r"\b(?:off|away from|out of)\s+" + _TERM, re.I),
     # "doing ACCA instead of the CFA", "tea rather than coffee", "cashews, not peanuts", "用 A 而不是 B"
     re.compile(r"\b(?:instead of|rather than)\s+" + _TERM, re.I),
     re.compile(r"[,，]\s*not\s+" + _TERM + r"\s*(?:[.!,;]|$)", re.I),
-    re.compile(r"而不是\s*([A-Za-z](?:[^\W\u2e80-\u9fff]|[+#.\-])*|[\u4e00-\u9fff]{2,6})"),
+    re.compile(r"而不是\s*(" + _NAME + r"|[\u4e00-\u9fff]{2,6})"),
     # "gave up on the CFA", "put Spanish on hold", "rehomed the fish", "left Deliveroo", "sold the car"
     re.compile(
         r"\b(?:gave up|given up|giving up|give up|quit|quitting|left|leaving|ditched|dropped|sold|rehomed|put"
@@ -574,9 +578,9 @@ _REPLACED_RES = (
     re.compile(r"\bgave\s+" + _TERM + r"\s+away\b", re.I),  # "gave my bike away"
     # "Spanish is officially shelved", "the CFA was dropped", "Biscuit passed away", "we lost Biscuit in March"
     re.compile(
-        r"([A-Za-z](?:[^\W\u2e80-\u9fff]|[+#.\-])*)\s+(?:is|was|'s|has been|got)\s+(?:\w+ly\s+)?"
+        r"(" + _NAME + r")\s+(?:is|was|'s|has been|got)\s+(?:\w+ly\s+)?"
         r"(?:shelved|dropped|ditched|scrapped|abandoned|over)\b"
-        r"|([A-Za-z](?:[^\W\u2e80-\u9fff]|[+#.\-])*)\s+(?:died|passed away|passed on)\b|\blost\s+" + _TERM,
+        r"|(" + _NAME + r")\s+(?:died|passed away|passed on)\b|\blost\s+" + _TERM,
         re.I,
     ),
     # "Hannah and I broke up", "broke up with Hannah", "divorced Tom", "我和小雨分手了", "跟老李离婚了"
@@ -586,13 +590,15 @@ _REPLACED_RES = (
     ),
     re.compile(r"(?:和|跟|与)\s*([\u4e00-\u9fff]{2,3}|[A-Za-z]+)\s*(?:已经|早就?)?(?:分手|离婚|分开|分)了"),
     # "keto didn't stick", "Spanish honestly didn't stick"
-    re.compile(r"([A-Za-z](?:[^\W\u2e80-\u9fff]|[+#.\-])*)\s+(?:\w+ly\s+)?(?:didn't|did not|never)\s+(?:stick|last|work out)\b", re.I),
+    re.compile(r"(" + _NAME + r")\s+(?:\w+ly\s+)?(?:didn't|did not|never)\s+(?:stick|last|work out)\b", re.I),
     re.compile(
-        r"(?:不再|放弃了?|离开了?|辞掉了?)\s*(?:用|喝|吃|学|做|玩|去)?\s*([A-Za-z](?:[^\W\u2e80-\u9fff]|[+#.\-])*|[\u4e00-\u9fff]{2,6}?)(?:了|[，,。]|$)"
+        r"(?:不再|放弃了?|离开了?|辞掉了?)\s*(?:用|喝|吃|学|做|玩|去)?\s*("
+        + _NAME
+        + r"|[\u4e00-\u9fff]{2,6}?)(?:了|[，,。]|$)"
     ),
     # "VS Code 已经卸了", "微信读书删了", "日语那摊子早扔了": the object before the verb that removed or dropped it
     re.compile(
-        r"(?:我们?|用户)?(?:把|将)?\s*([A-Za-z](?:[^\W\u2e80-\u9fff]|[+#.\-])*(?: [A-Z](?:[^\W\u2e80-\u9fff]|[+#.\-])*)?|[\u4e00-\u9fff]{2,6}?)\s*"
+        r"(?:我们?|用户)?(?:把|将)?\s*(" + _NAME + r"(?: " + _CAP_NAME + r")?|[\u4e00-\u9fff]{2,6}?)\s*"
         rf"(?:那摊子|这块|那块)?\s*(?:用户|我们?)?(?:{_ZH_ADVERBS}){{0,2}}{_ZH_WHEN}(?:{_ZH_ADVERBS}){{0,2}}{_ZH_GONE}"
     ),
     # "用户车2026年11月卖了", "我把猫送人了": one character names the thing right after the one who owned it

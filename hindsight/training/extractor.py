@@ -474,6 +474,21 @@ def _selection_mean(figures: dict[str, dict[str, float]]) -> float:
     return float(np.mean(terms)) if terms else 0.0
 
 
+def save_model(
+    out: Path, layers: list[tuple[np.ndarray, np.ndarray]], classes: list[str], meta: dict[str, Any]
+) -> None:
+    """Write a classifier in the layout `pipeline.slot_model.SlotClassifier` reads (weights as float16: small)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    arrays: dict[str, Any] = {
+        "n_layers": np.array(len(layers)),
+        "classes": np.array(classes),
+        "meta": np.array(json.dumps(meta)),
+    }
+    for i, (w, b) in enumerate(layers):
+        arrays[f"W{i}"], arrays[f"b{i}"] = w.astype(np.float16), b.astype(np.float32)
+    np.savez_compressed(out, **arrays)
+
+
 def train(
     train_dir: Path, *, seed: int = 0, out: Path = MODEL_PATH, grid: bool = False, embedder: Any = None
 ) -> dict[str, Any]:
@@ -515,15 +530,7 @@ def train(
         "data": "spc (CC BY 4.0), xpersona_zh (MIT), hindsight/training/data/*_{en,zh}.jsonl (hand-written "
         "sentences; persona sentences and dialogue clauses hand-labelled)",
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    arrays: dict[str, Any] = {
-        "n_layers": np.array(len(layers)),
-        "classes": np.array(classes),
-        "meta": np.array(json.dumps(meta)),
-    }
-    for i, (w, b) in enumerate(layers):
-        arrays[f"W{i}"], arrays[f"b{i}"] = w.astype(np.float16), b.astype(np.float32)
-    np.savez_compressed(out, **arrays)
+    save_model(out, layers, classes, meta)
     return {
         "model": str(out),
         "bytes": out.stat().st_size,

@@ -722,7 +722,7 @@ def test_a_change_under_a_key_no_memory_holds_retires_the_nearest_memory_when_ne
 
 
 def test_a_latin_name_ends_where_chinese_begins() -> None:
-    """"从Jira迁到Linear" names Jira (not "Jira迁"), and "用Jira管理任务" names it too: Chinese characters are word
+    """ "从Jira迁到Linear" names Jira (not "Jira迁"), and "用Jira管理任务" names it too: Chinese characters are word
     characters to a regex, so a Latin name beside them had no word boundary and named nothing."""
     jira = mem("user.stack", "用户的团队用Jira管理任务", 0)
     moved = fact("user.stack", "用户的团队从Jira迁到Linear了", 80, supersedes_previous=True)
