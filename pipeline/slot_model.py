@@ -168,6 +168,17 @@ class SlotClassifier:
         e = np.exp(h)
         return e / e.sum(axis=1, keepdims=True)
 
+    @property
+    def threshold(self) -> float:
+        """The P(fact) bar chosen on validation and stored in the file (FACT_THRESHOLD where none is)."""
+        chosen = self.meta.get("threshold", FACT_THRESHOLD)
+        assert isinstance(chosen, int | float), chosen  # the trainer writes it as a number (meta is JSON)
+        return float(chosen)
+
+    def p_fact(self, x: np.ndarray) -> np.ndarray:
+        """1 − P(none) of each feature row: for the change classifier, how likely each clause says a change."""
+        return 1.0 - self.probabilities(x)[:, self._none]
+
     def predict(self, clauses: list[str], embeddings: np.ndarray) -> list[Prediction]:
         return self.predict_features(features(clauses, embeddings))
 
@@ -230,15 +241,9 @@ class SlotJudge:
             embedder = None  # another model's vectors are not the features the classifier knows
         self._embedder = embedder
         self.classifier = classifier or load_classifier()
-        if threshold is None:
-            chosen = self.classifier.meta.get("threshold", FACT_THRESHOLD)
-            assert isinstance(chosen, int | float), chosen  # the trainer writes it as a number (meta is JSON)
-            threshold = chosen
-        self.threshold = float(threshold)
+        self.threshold = self.classifier.threshold if threshold is None else float(threshold)
         self.change = load_change_classifier() if change is True else change or None
-        chosen = self.change.meta.get("threshold", FACT_THRESHOLD) if self.change is not None else 1.0
-        assert isinstance(chosen, int | float), chosen
-        self.change_threshold = float(chosen)
+        self.change_threshold = self.change.threshold if self.change is not None else 1.0
         self._cache: dict[str, Prediction] = {}
 
     @property
@@ -264,8 +269,8 @@ class SlotJudge:
         x = features(todo, self.embed(todo))
         predictions = self.classifier.predict_features(x)
         if self.change is not None:
-            p_change = self.change.predict_features(x)
-            predictions = [replace(p, p_change=c.p_fact) for p, c in zip(predictions, p_change, strict=True)]
+            p_change = self.change.p_fact(x)
+            predictions = [replace(p, p_change=float(c)) for p, c in zip(predictions, p_change, strict=True)]
         for clause, prediction in zip(todo, predictions, strict=True):
             self._cache[clause] = prediction
 
@@ -303,7 +308,8 @@ class SlotJudge:
         return canonical_clause(clause) in self._cache
 
     def changes(self, clause: str) -> bool:
-        """Whether the change classifier reads the clause as a lasting change (already predicted, or embedded now)."""
+        """Whether the change classifier reads the clause as a lasting change (already predicted, or embedded now:
+        the extractor asks only about clauses `knows` says are predicted)."""
         return self.change is not None and self.predict(clause).p_change >= self.change_threshold
 
     def runner_up(self, clause: str) -> Slot | None:

@@ -1629,3 +1629,27 @@ def test_a_fact_held_all_along_is_no_change() -> None:
         facts = _active(extract_facts(_transcript(("user", text))))
         assert facts, text
         assert not any(f.supersedes_previous for f in facts), (text, facts)
+
+
+def test_the_change_classifier_reads_only_clauses_already_embedded() -> None:
+    """The extractor asks the change classifier only about clauses the judge has predicted: reading a change costs
+    no embedding of its own."""
+    from pipeline.extract import _is_change
+    from pipeline.slot_model import SlotJudge
+    from pipeline.usem import UsemEmbedder
+
+    class Counting(UsemEmbedder):
+        calls = 0
+
+        def embed(self, texts: list[str]) -> list[list[float]]:
+            Counting.calls += 1
+            return super().embed(texts)
+
+    judge = SlotJudge(Counting())
+    text = "I keep all my recipes in Paprika now, the old binder went in the recycling"
+    assert not _is_change(text, judge)  # not predicted yet: not read, and nothing embedded
+    assert Counting.calls == 0
+    judge.prime([text])
+    assert Counting.calls == 1
+    assert _is_change(text, judge)
+    assert Counting.calls == 1

@@ -731,3 +731,17 @@ def test_a_latin_name_ends_where_chinese_begins() -> None:
     other = mem("user.stack", "用户的团队用Jiraffe管理任务", 0)  # another name that begins the same
     [op] = reconcile([moved], [other], dedupe_threshold=T)
     assert op.action != "supersede"
+
+
+def test_a_change_retires_no_neighbour_written_earlier_in_the_same_transcript() -> None:
+    """ "I love hiking … these days it's mostly bouldering": what one conversation says under two slots is two things
+    said; the nearest-memory rule weighs only memories held before the transcript."""
+    from pipeline.reconcile import CHANGE_NEIGHBOUR_COSINE
+
+    near = math.degrees(math.acos(CHANGE_NEIGHBOUR_COSINE)) - 2
+    hiking = fact("user.hobby", "User loves hiking", 0)
+    bouldering = fact("user.exercise", "These days User mostly goes bouldering", near, supersedes_previous=True)
+    assert [op.action for op in reconcile([hiking, bouldering], [], dedupe_threshold=T)] == ["insert", "insert"]
+    held = mem("user.hobby", "User loves hiking", 0)  # the same memory, held from an earlier transcript
+    [op] = reconcile([bouldering], [held], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("supersede", held.id)
