@@ -222,6 +222,8 @@ ZH_TIME_TRANSIENT = re.compile(
     r"(?:周|星期|礼拜)[一二三四五六日天](?![一二三四五六日天]*(?:都|一般|通常|常常|经常))|"
     r"这几天|这两天|前几天|前两天|(?:到|至|直到)\s*(?:\d{1,2}\s*[号日]|月底|周末|下周|下个月)|"
     r"一会儿|马上|这次|这回|在(?:火车|地铁|飞机|车|路)上|出差中|报错|一直报|出错|失败|卡住|坏了|"
+    # a stop-gap, as "temporarily" / "for now" in English ("暂时住我姐家", "临时在咖啡馆办公"; not a temp job, 临时工)
+    r"暂时|临时(?!工)|"
     # a thing that will not start, open or connect ("lsp 死活起不来", "网页打不开", "vpn 连不上")
     r"(?:起|打|连|装|跑|登|启动|加载)不(?:来|开|上|起来|进去)|"
     # an acute illness passes ("我感冒了"); a cold medicine one is allergic to does not

@@ -1607,6 +1607,20 @@ def test_a_dated_part_after_and_dates_only_itself() -> None:
     assert not _active(_facts_of("I'm SO stressed, deadline at 5pm and this query keeps timing out"))
 
 
+def test_a_stop_gap_is_passing_in_chinese_as_in_english() -> None:
+    """暂时 / 临时 say "temporarily", as "for now" does: the stop-gap passes, the fact beside it stays; a temp job
+    (临时工) is a job."""
+    for text, kept, gone in (
+        ("我暂时住在我姐家，我是一名护士", "护士", "姐家"),
+        ("I'm staying with my sister for now, I work as a nurse", "nurse", "sister"),
+        ("电脑送修了，临时用同事的，我平时用 Mac", "Mac", "同事"),
+    ):
+        values = [f.value for f in _active(_facts_of(text))]
+        assert any(kept in v for v in values), (text, values)
+        assert not any(gone in v for v in values), (text, values)
+    assert any("临时工" in f.value for f in _active(_facts_of("我是临时工，在仓库打包")))
+
+
 def test_a_change_said_without_a_listed_cue_is_read_by_the_change_classifier() -> None:
     """People say a change in more ways than a list of cues holds: the packaged change classifier reads them, and
     without it the same sentences carry no change."""
