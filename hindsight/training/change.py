@@ -124,12 +124,5 @@ def train(*, seed: int = 0, out: Path = CHANGE_MODEL_PATH, embedder: Any = None)
         "data": "hindsight/training/data/{change,prototypes_change,prototypes,dialogue_clauses}_{en,zh}.jsonl "
         "(hand-written; dialogue clauses hand-labelled, training split)",
     }
-    save_model(out, layers, classes, meta)
-    return {
-        "model": str(out),
-        "bytes": out.stat().st_size,
-        "meta": meta,
-        "validation": {"all": figures, **by_lang},
-        "tried": [{"c": r[2][0], "epochs": r[2][1], "threshold": r[3], "f_beta": r[0]} for r in tried[:8]],
-        "seconds": round(time.perf_counter() - started, 1),
-    }
+    best = [{"c": r[2][0], "epochs": r[2][1], "threshold": r[3], "f_beta": r[0]} for r in tried[:8]]
+    return save_model(out, layers, classes, meta, validation={"all": figures, **by_lang}, tried=best, started=started)

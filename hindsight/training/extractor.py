@@ -475,9 +475,18 @@ def _selection_mean(figures: dict[str, dict[str, float]]) -> float:
 
 
 def save_model(
-    out: Path, layers: list[tuple[np.ndarray, np.ndarray]], classes: list[str], meta: dict[str, Any]
-) -> None:
-    """Write a classifier in the layout `pipeline.slot_model.SlotClassifier` reads (weights as float16: small)."""
+    out: Path,
+    layers: list[tuple[np.ndarray, np.ndarray]],
+    classes: list[str],
+    meta: dict[str, Any],
+    *,
+    validation: dict[str, Any],
+    tried: list[dict[str, Any]],
+    started: float,
+) -> dict[str, Any]:
+    """Write a classifier in the layout `pipeline.slot_model.SlotClassifier` reads (weights as float16: small) and
+    return what a trainer reports: where it went, its size and metadata, its validation figures, what was tried and
+    the seconds since `started` (a `time.perf_counter()` reading)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     arrays: dict[str, Any] = {
         "n_layers": np.array(len(layers)),
@@ -487,6 +496,14 @@ def save_model(
     for i, (w, b) in enumerate(layers):
         arrays[f"W{i}"], arrays[f"b{i}"] = w.astype(np.float16), b.astype(np.float32)
     np.savez_compressed(out, **arrays)
+    return {
+        "model": str(out),
+        "bytes": out.stat().st_size,
+        "meta": meta,
+        "validation": validation,
+        "tried": tried,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
 
 
 def train(
@@ -530,12 +547,5 @@ def train(
         "data": "spc (CC BY 4.0), xpersona_zh (MIT), hindsight/training/data/*_{en,zh}.jsonl (hand-written "
         "sentences; persona sentences and dialogue clauses hand-labelled)",
     }
-    save_model(out, layers, classes, meta)
-    return {
-        "model": str(out),
-        "bytes": out.stat().st_size,
-        "meta": meta,
-        "validation": figures,
-        "tried": [{"c": r[2], "hidden": r[3], "threshold": r[4], "mean": round(r[0], 4)} for r in results],
-        "seconds": round(time.perf_counter() - started, 1),
-    }
+    tried = [{"c": r[2], "hidden": r[3], "threshold": r[4], "mean": round(r[0], 4)} for r in results]
+    return save_model(out, layers, classes, meta, validation=figures, tried=tried, started=started)
