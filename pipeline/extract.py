@@ -87,6 +87,9 @@ class _Draft:
     supersedes: bool
     lang: Lang
     source: Source = Source.user
+    said: str | None = None
+    """The words the fact was judged from, while whether they say a change waits for the change classifier
+    (`_read_changes`); None once decided."""
     state: MemoryState = MemoryState.active
     also: list[str] = field(default_factory=list)
 
@@ -376,14 +379,30 @@ _AGE_RE = re.compile(
 )
 
 
+def _change_forms(clause: str) -> tuple[str, ...]:
+    """A clause as written and as the slot was judged (its subject supplied: "deleted my twitter account" → "I
+    deleted …"): the change classifier reads both."""
+    return tuple(dict.fromkeys((clause, _attributed(clause))))
+
+
 def _is_change(clause: str, judge: SlotJudge) -> bool:
     """Whether a clause says a lasting state changed: a change cue the rules list ("switched to", "不再"), or the
-    change classifier's reading ("i do all my budgeting in ynab now", "健身卡到期就没续了")."""
+    change classifier's reading ("i do all my budgeting in ynab now", "健身卡到期就没续了") of whichever of its
+    forms the judge has predicted already (here the model costs no embedding of its own)."""
     if has_change_cue(clause):
         return True
-    # Read as written and as the slot was judged (its subject supplied: "deleted my twitter account" → "I deleted
-    # …"), whichever the judge has predicted already: the model costs no embedding of its own.
-    return any(judge.changes(text) for text in dict.fromkeys((clause, _attributed(clause))) if judge.knows(text))
+    return any(judge.changes(text) for text in _change_forms(clause) if judge.knows(text))
+
+
+def _read_changes(drafts: list[_Draft], judge: SlotJudge) -> None:
+    """Decide, for the facts no rule called a change, whether the change classifier reads the words they were
+    judged from as one, in one batch. Those words are often not a clause the walk predicted: a lead joined to the
+    clause after it ("年初换的组，现在带一个小团队"), where neither part alone reads as a change."""
+    pending = [d for d in drafts if d.said is not None]
+    judge.prime([form for d in pending for form in _change_forms(d.said or "")])
+    for d in pending:
+        d.supersedes = any(judge.changes(text) for text in _change_forms(d.said or ""))
+        d.said = None
 
 
 def _match_attribute(clause: str, judge: SlotJudge) -> lx.Attribute | None:
@@ -829,6 +848,8 @@ _EN_NO_S = frozenset(_NO_S_WORDS.split())
 _EN_ADVERB = (
     r"(?:(?:always|usually|mostly|often|never|also|still|really|just|only|pretty much|generally|normally|"
     r"typically|actually|basically|already|now|currently|personally|sometimes|rarely|soon|finally|"
+    # hedges ("I kind of love them" → "User kind of loves them", never "User kinds of love them")
+    r"kind of|sort of|kinda|sorta|"
     # Any other adverb in -ly ("recently", "honestly", "barely"), but not the verbs that end so.
     r"(?!(?:apply|reply|supply|comply|imply|multiply|rely|fly|ally|bully|rally|tally|dally|sully)\b)"
     r"[a-z]{2,}ly) ){0,2}"
@@ -1889,6 +1910,7 @@ def _add(
     if ctx.occurred_at is not None:
         value = resolve_relative_time(value, ctx.occurred_at)  # true when it is read a year later
     turns = turn if isinstance(turn, list) else [turn]
+    ruled = change or has_change_cue(text) or _NEW_RELATION_RE.search(text) is not None
     ctx.drafts.append(
         _Draft(
             key=key,
@@ -1898,7 +1920,8 @@ def _add(
             confidence=round(max(0.05, min(confidence, 0.95)), 3),
             subject=subject,
             negated=[_polarity(text) if negated is None else negated],
-            supersedes=change or _is_change(text, ctx.judge) or _NEW_RELATION_RE.search(text) is not None,
+            supersedes=ruled,
+            said=None if ruled else text,
             lang=lang,
             also=list(also or ()),
         )
@@ -2543,4 +2566,5 @@ def extract_facts(transcript: Transcript, judge: SlotJudge | None = None) -> lis
         lang = detect_lang(text)
         for sentence in split_sentences(text):
             _sentence_drafts(sentence, turn, lang, ctx, base_conf=0.75)
+    _read_changes(ctx.drafts, judge)
     return _merge_drafts(ctx.drafts)

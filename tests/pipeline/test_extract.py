@@ -70,6 +70,15 @@ def test_an_adverb_in_ly_before_the_verb_is_not_conjugated_but_a_verb_in_ly_is()
     assert not any("honestlies" in v or "barelies" in v for v in values), values
 
 
+def test_a_hedge_before_the_verb_is_not_conjugated() -> None:
+    """ "I kind of love olives" was "User kinds of love olives": a hedge stands before the verb as an adverb does."""
+    facts = extract_facts(_transcript(("user", "I kind of love olives. I sort of love hiking.")))
+    values = [f.value for f in _active(facts)]
+    assert any("User kind of loves olives" in v for v in values), values
+    assert any("User sort of loves hiking" in v for v in values), values
+    assert not any("kinds of" in v or "sorts of" in v for v in values), values
+
+
 def test_third_party_fact_is_attributed_to_that_person() -> None:
     facts = extract_facts(_transcript(("user", "我女儿小雨在读初中，她对花生过敏。")))
     allergy = [f for f in _find(facts, "花生") if "allergy" in f.key]
@@ -1633,6 +1642,22 @@ def test_a_change_said_without_a_listed_cue_is_read_by_the_change_classifier() -
         facts = _active(extract_facts(_transcript(("user", text))))
         assert facts, text
         assert all(f.supersedes_previous for f in facts), (text, facts)
+        without = _active(extract_facts(_transcript(("user", text)), SlotJudge(change=False)))
+        assert not any(f.supersedes_previous for f in without), (text, without)
+
+
+def test_the_change_classifier_reads_the_words_a_fact_was_judged_from() -> None:
+    """A lead joined to the clause after it ("上个月换的城市，现在住在苏州") is read whole: neither part alone says a
+    change, the two together do. The rules list no cue in these, so the change comes from the classifier."""
+    from pipeline.slot_model import SlotJudge
+    from pipeline.text import has_change_cue
+
+    changes = ("去年换的部门，现在在做支付", "嗯 上个月换的城市，现在住在苏州", "以前一直用安卓，今年开始用苹果手机了")
+    for text in changes:
+        assert not has_change_cue(text)
+        facts = _active(extract_facts(_transcript(("user", text))))
+        assert len(facts) == 1, (text, facts)
+        assert facts[0].supersedes_previous, (text, facts)
         without = _active(extract_facts(_transcript(("user", text)), SlotJudge(change=False)))
         assert not any(f.supersedes_previous for f in without), (text, without)
 
