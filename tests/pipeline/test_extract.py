@@ -1630,6 +1630,22 @@ def test_a_stop_gap_is_passing_in_chinese_as_in_english() -> None:
     assert any("临时工" in f.value for f in _active(_facts_of("我是临时工，在仓库打包")))
 
 
+def test_this_week_and_this_month_pass_in_chinese_as_in_english() -> None:
+    """这个月 / 这个星期 date a clause to the moment as "this month", "this week" do in English; the month a change
+    starts from ("从这个月开始") does not, nor a monthly habit (每个月), nor a date ahead that comes with what lasts."""
+    for text, kept, gone in (
+        ("我是外卖骑手，这个月单量特别少", "骑手", "单量"),
+        ("I'm a delivery rider, this month orders are really slow", "rider", "orders"),
+        ("我在银行上班，这个星期天天加班", "银行", "加班"),
+    ):
+        values = [f.value for f in _active(_facts_of(text))]
+        assert any(kept in v for v in values), (text, values)
+        assert not any(gone in v for v in values), (text, values)
+    for text, kept in (("从这个月开始我每天跑步", "跑步"), ("我每个月还房贷", "房贷"), ("下个月考雅思，在练口语", "雅思")):
+        values = [f.value for f in _active(_facts_of(text))]
+        assert any(kept in v for v in values), (text, values)
+
+
 def test_a_change_said_without_a_listed_cue_is_read_by_the_change_classifier() -> None:
     """People say a change in more ways than a list of cues holds: the packaged change classifier reads them, and
     without it the same sentences carry no change."""
