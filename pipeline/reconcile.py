@@ -767,7 +767,10 @@ def _same_key_decision(
         # says the memory's value is what changed or was wrong, whatever else the two share.
         return _supersede(fact, emb, mem, f"same key {mem.key}: names its value as what changed or was wrong")
     if not flipped and not num_clash:
-        if new_has_old and len(new_core) > len(old_core) + 3:
+        # A change or a correction that repeats the old value says what it was ("对X过敏的是我妹妹" after "对X过敏",
+        # "used to be vegetarian"): it is weighed as a change below, never merged or refreshed for containing it.
+        contained = not fact.supersedes_previous
+        if contained and new_has_old and len(new_core) > len(old_core) + 3:
             return MemoryOp(
                 action="merge",
                 fact=fact,
@@ -776,7 +779,7 @@ def _same_key_decision(
                 merged_value=fact.value,
                 reason=f"same key {mem.key}: new value contains the old one and adds detail",
             )
-        if same_numbers and (sim >= threshold or old_has_new or new_has_old):
+        if same_numbers and (sim >= threshold or (contained and (old_has_new or new_has_old))):
             return MemoryOp(
                 action="refresh",
                 fact=fact,

@@ -1641,7 +1641,8 @@ def test_this_week_and_this_month_pass_in_chinese_as_in_english() -> None:
         values = [f.value for f in _active(_facts_of(text))]
         assert any(kept in v for v in values), (text, values)
         assert not any(gone in v for v in values), (text, values)
-    for text, kept in (("从这个月开始我每天跑步", "跑步"), ("我每个月还房贷", "房贷"), ("下个月考雅思，在练口语", "雅思")):
+    lasting = (("从这个月开始我每天跑步", "跑步"), ("我每个月还房贷", "房贷"), ("下个月考雅思，在练口语", "雅思"))
+    for text, kept in lasting:
         values = [f.value for f in _active(_facts_of(text))]
         assert any(kept in v for v in values), (text, values)
 

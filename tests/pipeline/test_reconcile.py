@@ -745,3 +745,18 @@ def test_a_change_retires_no_neighbour_written_earlier_in_the_same_transcript() 
     held = mem("user.hobby", "User loves hiking", 0)  # the same memory, held from an earlier transcript
     [op] = reconcile([bouldering], [held], dedupe_threshold=T)
     assert (op.action, op.target_id) == ("supersede", held.id)
+
+
+def test_a_change_that_repeats_the_old_value_is_weighed_as_a_change() -> None:
+    """A correction or change that repeats the old value says what it was ("turns out my sister is allergic to kiwi,
+    not me" after "allergic to kiwi"): containing the old words makes it no refinement of it. Without the change,
+    the same words add detail to the memory."""
+    for key, old_value, new_value in (
+        ("user.allergy", "User is allergic to kiwi", "Turns out the user's sister is allergic to kiwi, not the user"),
+        ("user.allergy", "用户对猕猴桃过敏", "对猕猴桃过敏的是用户的妹妹"),
+    ):
+        old = mem(key, old_value, 0)
+        [op] = reconcile([fact(key, new_value, 40, supersedes_previous=True)], [old], dedupe_threshold=T)
+        assert (op.action, op.target_id) == ("supersede", old.id), (new_value, op)
+        [same] = reconcile([fact(key, new_value, 40)], [old], dedupe_threshold=T)
+        assert same.action == "merge", (new_value, same)
