@@ -215,12 +215,13 @@ ZH_NAME_STOP = set("是在有对每今也都很就要会说喜不的了和跟去
 # --- transient, request, question, small talk ---------------------------------------------------------
 
 ZH_TIME_TRANSIENT = re.compile(
-    r"今天|明天|后天|昨天|前天|今晚|明晚|昨晚|昨夜|今早|明早|刚才|刚刚|上个?周末|这会儿|此刻|这周|本周|下周|这个周末|这周末|本周末|待会|等会|"
+    r"今天|明天|后天|昨天|前天|今晚|明晚|昨晚|昨夜|今早|明早|刚才|刚刚|上个?周末|这会儿|此刻|这周|(?<!日)本周|下周|这个周末|这周末|待会|等会|"
     # this week, this month or quarter, as "this week" and "this month" are in English; not the month a change starts
     # from ("从这个月开始", as "starting this month"). Not 下个月 either: a date ahead often comes with what lasts
     # ("下个月考雅思" says the user is preparing for it; "买的房下个月交房" that they bought a home).
     r"这个?(?:星期|礼拜)(?![一二三四五六日天])|本(?:星期|礼拜)(?![一二三四五六日天])|"
-    r"(?:这个?|本)(?:月|季度)(?!份?(?:开始|起))|"
+    # (nor 本 of 日本, "日本月薪", nor 月 opening a word of its own, "这个月饼")
+    r"(?:这个?|(?<!日)本)(?:月(?![饼嫂子亮球季])|季度)(?!份?(?:开始|起))|"
     # a day of the week, not a weekly one ("周五部门聚餐", "下周三面试"; not "每周五游泳", "周末"), nor the day a liking
     # names ("我最喜欢星期五")
     r"(?<![每逢一两三几])(?<!一般)(?<!通常)(?<!平时)(?<!经常)(?<!常常)(?<!一般在)(?<!喜欢)(?<!爱)(?<!讨厌)"

@@ -767,8 +767,8 @@ def _same_key_decision(
         # says the memory's value is what changed or was wrong, whatever else the two share.
         return _supersede(fact, emb, mem, f"same key {mem.key}: names its value as what changed or was wrong")
     if not flipped and not num_clash:
-        # A change or a correction that repeats the old value says what it was ("对X过敏的是我妹妹" after "对X过敏",
-        # "used to be vegetarian"): it is weighed as a change below, never merged or refreshed for containing it.
+        # A change or a correction that repeats the old value says what it was ("对X过敏的是我妹妹" after "对X过敏"):
+        # it is weighed as a change below, never merged into or refreshing the memory for containing its words.
         contained = not fact.supersedes_previous
         if contained and new_has_old and len(new_core) > len(old_core) + 3:
             return MemoryOp(

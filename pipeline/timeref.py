@@ -282,11 +282,15 @@ def _zh_bare_month(m: re.Match[str], d: date) -> Span | None:
     return None if year is None else _month_of(year, month)
 
 
+_NOT_MONTH_WORD = r"(?![饼嫂子亮球季])"
+"""月 opening a word of its own (月饼, 月嫂, 月亮, 月季): no month is named. Not 月薪 or 月租: "上月薪水", "这个月租金"
+name a month."""
+
 _ZH: list[Rule] = [
     # a month without its year ("12月过了N3" → "2025年12月过了N3"), read by the tense of its clause
     (re.compile(r"(?<![\d年.\-/])(\d{1,2})月(?![\d日号])"), _zh_bare_month),
     # a day of a named week first: "上周五" is a day, not the week before and a stray "五"
-    (re.compile(r"([上下这本])个?(?:周|星期|礼拜)([一二三四五六日天])"), _zh_weekday),
+    (re.compile(r"(?<!日)([上下这本])个?(?:周|星期|礼拜)([一二三四五六日天])"), _zh_weekday),
     # "三周后考雅思", "我两个月以后搬家": counted from now only where it opens the clause or follows its subject;
     # "毕业两年后" counts from graduating, and "二十天后" is a count this rule cannot read
     (
@@ -303,11 +307,12 @@ _ZH: list[Rule] = [
     (re.compile(r"今天|今晚|今早"), _fixed(lambda d: _day_span(d, 0))),
     (re.compile(r"明天"), _fixed(lambda d: _day_span(d, 1))),
     (re.compile(r"上(?:个)?(?:周|星期|礼拜)末?"), _fixed(lambda d: _week_span(d, -1))),
-    (re.compile(r"(?:这|本)(?:个)?(?:周|星期|礼拜)末?"), _fixed(lambda d: _week_span(d, 0))),
+    (re.compile(r"(?:这|(?<!日)本)(?:个)?(?:周|星期|礼拜)末?"), _fixed(lambda d: _week_span(d, 0))),
     (re.compile(r"下(?:个)?(?:周|星期|礼拜)末?"), _fixed(lambda d: _week_span(d, 1))),
-    (re.compile(r"上(?:个)?月"), _fixed(lambda d: _month_span(d, -1))),
-    (re.compile(r"(?:这|本)(?:个)?月"), _fixed(lambda d: _month_span(d, 0))),
-    (re.compile(r"下(?:个)?月"), _fixed(lambda d: _month_span(d, 1))),
+    (re.compile(r"上(?:个)?月" + _NOT_MONTH_WORD), _fixed(lambda d: _month_span(d, -1))),
+    # 本 of 日本 is no "this" ("日本月薪", "日本周边"), nor is 月 opening a word ("这个月饼")
+    (re.compile(r"(?:这|(?<!日)本)(?:个)?月" + _NOT_MONTH_WORD), _fixed(lambda d: _month_span(d, 0))),
+    (re.compile(r"下(?:个)?月" + _NOT_MONTH_WORD), _fixed(lambda d: _month_span(d, 1))),
     (re.compile(r"前年"), _fixed(lambda d: _year_span(d.year - 2))),
     (re.compile(r"去年"), _fixed(lambda d: _year_span(d.year - 1))),
     (re.compile(r"今年"), _fixed(lambda d: _year_span(d.year))),

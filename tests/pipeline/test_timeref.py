@@ -84,6 +84,9 @@ def test_time_without_a_fixed_point_is_left_alone() -> None:
         "Christmas in December is the best",  # no tense to read
         "每年3月去日本",
         "3月出生的",
+        "在日本月薪三十万",  # 本 of 日本 is no "this"
+        "喜欢日本周边",
+        "这个月饼太甜了",  # 月饼 (a mooncake) names no month
     ],
 )
 def test_a_length_of_time_or_a_weekly_day_is_left_alone(text: str) -> None:
