@@ -88,6 +88,23 @@ def test_third_party_fact_is_attributed_to_that_person() -> None:
     assert not any(f.key.startswith("user.") and "花生" in f.value for f in facts)
 
 
+def test_our_boss_is_the_speakers_boss_in_chinese_as_in_english() -> None:
+    """我们领导 / 咱们老板 ("our boss") is someone the user knows, as "our lawyer" is in English: what follows is
+    theirs, not the user's."""
+    for text, relation, word in (
+        ("我不喝酒，我们领导特别能喝", "boss", "能喝"),
+        ("咱们老板是广东人", "boss", "广东"),
+        ("Our boss drinks like a fish", "boss", "drinks"),
+    ):
+        facts = _active(extract_facts(_transcript(("user", text))))
+        about = [f for f in facts if word in f.value]
+        assert about, (text, facts)
+        assert all(f.key.startswith(f"{relation}.") for f in about), (text, facts)
+    assert any(
+        f.key == "user.drink" for f in _active(extract_facts(_transcript(("user", "我不喝酒，我们领导特别能喝"))))
+    )
+
+
 def test_third_party_english_named_colleague() -> None:
     facts = extract_facts(_transcript(("user", "My colleague Omar writes everything in Rust, I'm fine with Python.")))
     omar = [f for f in _active(facts) if "Omar" in f.value]
