@@ -219,7 +219,7 @@ ZH_TIME_TRANSIENT = re.compile(
     # this week, this month or quarter, as "this week" and "this month" are in English; not the month a change starts
     # from ("从这个月开始", as "starting this month"). Not 下个月 either: a date ahead often comes with what lasts
     # ("下个月考雅思" says the user is preparing for it; "买的房下个月交房" that they bought a home).
-    r"这个?(?:星期|礼拜)(?![一二三四五六日天])|本(?:星期|礼拜)(?![一二三四五六日天])|"
+    r"这个?(?:星期|礼拜)(?![一二三四五六日天])|(?<!日)本(?:星期|礼拜)(?![一二三四五六日天])|"
     # (nor 本 of 日本, "日本月薪", nor 月 opening a word of its own, "这个月饼")
     r"(?:这个?|(?<!日)本)(?:月(?![饼嫂子亮球季])|季度)(?!份?(?:开始|起))|"
     # a day of the week, not a weekly one ("周五部门聚餐", "下周三面试"; not "每周五游泳", "周末"), nor the day a liking
