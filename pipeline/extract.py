@@ -87,9 +87,9 @@ class _Draft:
     supersedes: bool
     lang: Lang
     source: Source = Source.user
-    said: str | None = None
-    """The words the fact was judged from, while whether they say a change waits for the change classifier
-    (`_read_changes`); None once decided."""
+    said: str = ""
+    """The words the fact was judged from: where no rule calls them a change, the change classifier reads them
+    after the walk (`_read_changes`)."""
     state: MemoryState = MemoryState.active
     also: list[str] = field(default_factory=list)
 
@@ -398,11 +398,10 @@ def _read_changes(drafts: list[_Draft], judge: SlotJudge) -> None:
     """Decide, for the facts no rule called a change, whether the change classifier reads the words they were
     judged from as one, in one batch. Those words are often not a clause the walk predicted: a lead joined to the
     clause after it ("年初换的组，现在带一个小团队"), where neither part alone reads as a change."""
-    pending = [d for d in drafts if d.said is not None]
-    judge.prime([form for d in pending for form in _change_forms(d.said or "")])
+    pending = [d for d in drafts if d.said and not d.supersedes]
+    judge.prime([form for d in pending for form in _change_forms(d.said)])
     for d in pending:
-        d.supersedes = any(judge.changes(text) for text in _change_forms(d.said or ""))
-        d.said = None
+        d.supersedes = any(judge.changes(text) for text in _change_forms(d.said))
 
 
 def _match_attribute(clause: str, judge: SlotJudge) -> lx.Attribute | None:
@@ -1913,7 +1912,6 @@ def _add(
     if ctx.occurred_at is not None:
         value = resolve_relative_time(value, ctx.occurred_at)  # true when it is read a year later
     turns = turn if isinstance(turn, list) else [turn]
-    ruled = change or has_change_cue(text) or _NEW_RELATION_RE.search(text) is not None
     ctx.drafts.append(
         _Draft(
             key=key,
@@ -1923,8 +1921,8 @@ def _add(
             confidence=round(max(0.05, min(confidence, 0.95)), 3),
             subject=subject,
             negated=[_polarity(text) if negated is None else negated],
-            supersedes=ruled,
-            said=None if ruled else text,
+            supersedes=change or has_change_cue(text) or _NEW_RELATION_RE.search(text) is not None,
+            said=text,
             lang=lang,
             also=list(also or ()),
         )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from pipeline.timeref import ZH_NOT_MONTH_WORD, ZH_THIS
 from schemas.pipeline import MemoryKind
 
 
@@ -219,9 +220,13 @@ ZH_TIME_TRANSIENT = re.compile(
     # this week, this month or quarter, as "this week" and "this month" are in English; not the month a change starts
     # from ("从这个月开始", as "starting this month"). Not 下个月 either: a date ahead often comes with what lasts
     # ("下个月考雅思" says the user is preparing for it; "买的房下个月交房" that they bought a home).
-    r"这个?(?:星期|礼拜)(?![一二三四五六日天])|(?<!日)本(?:星期|礼拜)(?![一二三四五六日天])|"
-    # (nor 本 of 日本, "日本月薪", nor 月 opening a word of its own, "这个月饼")
-    r"(?:这个?|(?<!日)本)(?:月(?![饼嫂子亮球季])|季度)(?!份?(?:开始|起))|"
+    # (`timeref.ZH_THIS`: not 本 of 日本, "日本月薪"; `ZH_NOT_MONTH_WORD`: not 月 opening a word, "这个月饼")
+    + ZH_THIS
+    + r"(?:星期|礼拜)(?![一二三四五六日天])|"
+    + ZH_THIS
+    + r"(?:月"
+    + ZH_NOT_MONTH_WORD
+    + r"|季度)(?!份?(?:开始|起))|"
     # a day of the week, not a weekly one ("周五部门聚餐", "下周三面试"; not "每周五游泳", "周末"), nor the day a liking
     # names ("我最喜欢星期五")
     r"(?<![每逢一两三几])(?<!一般)(?<!通常)(?<!平时)(?<!经常)(?<!常常)(?<!一般在)(?<!喜欢)(?<!爱)(?<!讨厌)"

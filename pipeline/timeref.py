@@ -282,7 +282,9 @@ def _zh_bare_month(m: re.Match[str], d: date) -> Span | None:
     return None if year is None else _month_of(year, month)
 
 
-_NOT_MONTH_WORD = r"(?![饼嫂子亮球季])"
+ZH_THIS = r"(?:这|(?<!日)本)个?"
+""""This" before a week or a month (这周, 这个月, 本月); 本 of 日本 is none ("日本月薪", "日本周边")."""
+ZH_NOT_MONTH_WORD = r"(?![饼嫂子亮球季])"
 """月 opening a word of its own (月饼, 月嫂, 月亮, 月季): no month is named. Not 月薪 or 月租: "上月薪水", "这个月租金"
 name a month."""
 
@@ -307,12 +309,11 @@ _ZH: list[Rule] = [
     (re.compile(r"今天|今晚|今早"), _fixed(lambda d: _day_span(d, 0))),
     (re.compile(r"明天"), _fixed(lambda d: _day_span(d, 1))),
     (re.compile(r"上(?:个)?(?:周|星期|礼拜)末?"), _fixed(lambda d: _week_span(d, -1))),
-    (re.compile(r"(?:这|(?<!日)本)(?:个)?(?:周|星期|礼拜)末?"), _fixed(lambda d: _week_span(d, 0))),
+    (re.compile(ZH_THIS + r"(?:周|星期|礼拜)末?"), _fixed(lambda d: _week_span(d, 0))),
     (re.compile(r"下(?:个)?(?:周|星期|礼拜)末?"), _fixed(lambda d: _week_span(d, 1))),
-    (re.compile(r"上(?:个)?月" + _NOT_MONTH_WORD), _fixed(lambda d: _month_span(d, -1))),
-    # 本 of 日本 is no "this" ("日本月薪", "日本周边"), nor is 月 opening a word ("这个月饼")
-    (re.compile(r"(?:这|(?<!日)本)(?:个)?月" + _NOT_MONTH_WORD), _fixed(lambda d: _month_span(d, 0))),
-    (re.compile(r"下(?:个)?月" + _NOT_MONTH_WORD), _fixed(lambda d: _month_span(d, 1))),
+    (re.compile(r"上(?:个)?月" + ZH_NOT_MONTH_WORD), _fixed(lambda d: _month_span(d, -1))),
+    (re.compile(ZH_THIS + r"月" + ZH_NOT_MONTH_WORD), _fixed(lambda d: _month_span(d, 0))),
+    (re.compile(r"下(?:个)?月" + ZH_NOT_MONTH_WORD), _fixed(lambda d: _month_span(d, 1))),
     (re.compile(r"前年"), _fixed(lambda d: _year_span(d.year - 2))),
     (re.compile(r"去年"), _fixed(lambda d: _year_span(d.year - 1))),
     (re.compile(r"今年"), _fixed(lambda d: _year_span(d.year))),
