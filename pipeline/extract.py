@@ -182,7 +182,8 @@ def _strip_discourse(clause: str) -> str:
 
 
 def _is_question(clause: str) -> bool:
-    return bool(lx.ZH_QUESTION.search(clause) or lx.EN_QUESTION.search(clause))
+    bare = lx.ZH_TRAILING_LAUGH.sub("", clause)
+    return any(lx.ZH_QUESTION.search(text) or lx.EN_QUESTION.search(text) for text in {clause, bare} if text)
 
 
 def _is_request(clause: str) -> bool:

@@ -332,6 +332,9 @@ ZH_QUESTION = re.compile(
     # a yes-no question asked with a closing 不 after a modal or a verb ("狗能吃西葫芦不", "好吃不"); not "我一般不"
     r"|(?:能|会|要|可以|好|行|对|有|该)[^，,。]{0,8}不$"
 )
+ZH_TRAILING_LAUGH = re.compile(r"(?:(?<!嘻)哈{2,}|呵{2,}|嘿{2,}|嘻{2,}|h{3,}|2333*)[~～!！。.\s]*$", re.I)
+"""Laughter that closes a clause ("能吃惯不哈哈"): it hides a question's closing particle from the tests that
+read the clause's end (not 嘻哈, hip-hop)."""
 EN_QUESTION = re.compile(
     r"\?$|^(?:how|what|why|which|who|where|when|is it|is that|"
     r"are there|is there|should i|do you|does|did|can i|"

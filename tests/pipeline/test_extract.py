@@ -49,6 +49,15 @@ def test_questions_requests_and_small_talk_give_nothing() -> None:
     assert _active(facts) == []
 
 
+def test_a_question_closed_by_laughter_is_still_a_question() -> None:
+    """ "膝盖能扛住不哈哈" asks, as "膝盖能扛住不" does: the laughter after it hid the closing 不 from the question
+    test, and the question was stored as the user's health."""
+    for text, kept in (("我每天跑步 膝盖能扛住不哈哈哈", "跑步"), ("我养了只柯基 能吃苹果不呵呵", "柯基")):
+        values = [f.value for f in _active(extract_facts(_transcript(("user", text))))]
+        assert any(kept in v for v in values), values
+        assert not any("不" in v.replace("不吃", "") for v in values), values
+
+
 def test_stable_english_fact_rewritten_in_third_person() -> None:
     facts = extract_facts(_transcript(("user", "I'm exhausted right now. I live in Toronto and I work as a nurse.")))
     assert not _find(facts, "exhausted")
