@@ -748,6 +748,15 @@ _NAMES_ITS_SOURCE = re.compile(
 (since), 从来, 从小, 从前, 从不, 从此, 从今, 从现在, 从头 names no old value."""
 
 
+_OLD_SOURCE_RE = re.compile(
+    r"\bfrom (?:the user's|my|our|the|his|her|their|\w+'s) (?:old|previous|former|last|current)\b"
+    r"|(?:从|由)(?:之前|以前|原来|原先|旧)的?",
+    re.I,
+)
+"""A change that says what it changed from only by calling it old ("moved from our old host to X", "从原来的方案换成…")
+points at the value held, and names no other one."""
+
+
 def _same_key_decision(
     fact: CandidateFact, emb: list[float], mem: _Mem, threshold: float, *, sole: bool = False
 ) -> MemoryOp:
@@ -828,7 +837,7 @@ def _same_key_decision(
                 new_id=uuid.uuid4(),
                 reason=f"same key {mem.key}: another value of a many-valued attribute, kept as its own memory",
             )
-        implicit = sole and not _NAMES_ITS_SOURCE.search(fact.value)
+        implicit = sole and (not _NAMES_ITS_SOURCE.search(fact.value) or bool(_OLD_SOURCE_RE.search(fact.value)))
         if (
             not single
             and fact.supersedes_previous

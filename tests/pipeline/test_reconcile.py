@@ -230,6 +230,22 @@ def test_a_related_refinement_of_a_many_valued_key_still_merges() -> None:
     assert op.merged_value == "User paints watercolours of the Alps"
 
 
+def test_a_change_from_the_old_one_retires_a_many_valued_slots_only_value_and_one_from_another_does_not() -> None:
+    """ "moved from our old host to X" names its source only as the one held: it retires the slot's only value, as a
+    change that names no source does. A change from something else leaves that value alone."""
+    old = mem("user.stack", "User's team deploys on Render", 0)
+    moved = fact("user.stack", "User's team moved from the user's old host to Fly.io", 70, supersedes_previous=True)
+    [op] = reconcile([moved], [old], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("supersede", old.id), op.reason
+    old_zh = mem("user.stack", "用户团队用 Jenkins 跑构建", 0)
+    moved_zh = fact("user.stack", "用户团队从原来的方案换成了 GitHub Actions", 70, supersedes_previous=True)
+    [op] = reconcile([moved_zh], [old_zh], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("supersede", old_zh.id), op.reason
+    other = fact("user.stack", "User's team moved from Jenkins to GitHub Actions", 70, supersedes_previous=True)
+    [op] = reconcile([other], [old], dedupe_threshold=T)
+    assert op.action != "supersede", op.reason
+
+
 def test_merged_values_stay_short() -> None:
     from pipeline.reconcile import MAX_MERGED_CHARS
 
