@@ -500,6 +500,11 @@ _ZH_SWITCH_VERB_RE = re.compile(
     # something stopped for good ("跑步也停了", "健身早就停了"); not "雨停了", "车停了" (a moment, a place)
     r"|(?:也|都|早就?|已经|彻底|就这么)停了|停掉了"
 )
+# Then and now set against each other ("以前不吃榴莲，现在觉得挺好吃", "之前是素食者，后来又开始吃肉了"): what held
+# before no longer does. Not when the now goes on as before ("以前喜欢，现在也喜欢", "现在还在").
+_ZH_THEN_NOW_RE = re.compile(
+    r"(?:以前|之前|过去|原先|从前|早先)[^。！？!?]{0,40}?(?:现在|如今|这几年|后来)(?!也|还|都|仍|依然|一直)"
+)
 # "雅思不考了", "咖啡不喝了": 不 + a verb + 了 ends a habit or a plan (no longer). Not "不错了", "不行了" (a state).
 _ZH_NO_LONGER_RE = re.compile(r"不(?!错|行|好|对|了|知|会|够|要|太|是)[\u4e00-\u9fff]{1,2}了")
 _EN_CHANGE_RE = re.compile(
@@ -574,6 +579,7 @@ def has_change_cue(text: str) -> bool:
     return any(c in t for c in _ZH_CHANGE) or bool(
         _ZH_NO_LONGER_RE.search(t)
         or _ZH_SWITCH_VERB_RE.search(t)
+        or _ZH_THEN_NOW_RE.search(t)
         or _EN_CHANGE_RE.search(t)
         or RECORD_WRONG_RE.search(t)
         or _closing_now(t)

@@ -218,6 +218,20 @@ def test_negation_and_change_flags() -> None:
     assert not db.negated
 
 
+def test_then_set_against_now_is_a_change_in_chinese() -> None:
+    """ "以前…，现在…" says what held before no longer does, however much is said between the two; a now that goes on as
+    before ("现在也喜欢") is no change."""
+    for text in (
+        "说真的，我以前特别讨厌榴莲，上次朋友请客尝了一口，现在反而挺喜欢的",
+        "我过去一直觉得跑步很无聊，跟着同事练了半年，如今一周跑四次",
+    ):
+        facts = _active(extract_facts(_transcript(("user", text))))
+        assert facts, text
+        assert all(f.supersedes_previous for f in facts), [(f.value, f.supersedes_previous) for f in facts]
+    [kept] = _active(extract_facts(_transcript(("user", "我以前就喜欢爬山，现在也喜欢"))))
+    assert not kept.supersedes_previous
+
+
 def test_explicit_remember_raises_confidence() -> None:
     plain = extract_facts(_transcript(("user", "我对猫毛过敏。")))
     explicit = extract_facts(_transcript(("user", "记住：我对猫毛过敏。")))
