@@ -1116,7 +1116,7 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         # A change said with its date ("I start at Ocado on Monday", "上周把库迁到了 PG 16") is still a change: the
         # state it leads to lasts, and the date is resolved in the value. Other dated clauses pass.
         dated = _is_time_bound(clause)
-        if dated and (has_change_cue(clause) or _ACQUIRED_RE.search(clause)):
+        if dated and has_change_cue(clause):
             clause, dated = _undated(clause), False
         elif dated and (head := _before_the_dated(clause)):
             clause, dated = head, False
@@ -1394,16 +1394,6 @@ def _before_the_dated(clause: str) -> str:
             # a mood before it is of the moment too ("I'm SO stressed, deadline at 5pm and this query keeps timing out")
             return "" if _is_mood(head) else head
     return ""
-
-
-_ACQUIRED_RE = re.compile(
-    r"\b(?:adopted|rescued|brought home|got a new)\s+(?:a |an |my |our |two |three |\d+ )?\w"
-    r"|(?:买了|领养了|收养了|得到了|入手了|捡了|捡到了|抱回了?)(?:一|两|几|只|条|辆|台|个|套|匹|头|部|新)",
-    re.I,
-)
-"""Something acquired ("adopted a kitten last week", "昨天入手了一台相机"): the date is the purchase's, the thing is
-kept after it, so the clause is judged without the date (the classifier still decides whether it is a fact: a
-coffee bought today is none)."""
 
 
 def _undated(clause: str) -> str:

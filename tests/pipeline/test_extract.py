@@ -232,17 +232,6 @@ def test_then_set_against_now_is_a_change_in_chinese() -> None:
     assert not kept.supersedes_previous
 
 
-def test_something_acquired_on_a_day_is_kept_without_the_day() -> None:
-    """ "昨天我领养了一只小猫": the day is the adoption's, the kitten stays; a drink bought today is still nothing."""
-    [pet] = _active(extract_facts(_transcript(("user", "昨天我领养了一只小猫"))))
-    assert pet.key == "user.pet"
-    assert "小猫" in pet.value
-    [bike] = _active(extract_facts(_transcript(("user", "I got a new bike yesterday"))))
-    assert "bike" in bike.value
-    assert "yesterday" not in bike.value
-    assert _active(extract_facts(_transcript(("user", "我今天买了一杯奶茶")))) == []
-
-
 def test_explicit_remember_raises_confidence() -> None:
     plain = extract_facts(_transcript(("user", "我对猫毛过敏。")))
     explicit = extract_facts(_transcript(("user", "记住：我对猫毛过敏。")))
