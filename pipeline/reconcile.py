@@ -607,7 +607,7 @@ _REPLACED_RES = (
     # "用户车2026年11月卖了", "我把猫送人了": one character names the thing right after the one who owned it
     re.compile(rf"(?:用户|我们?)的?(?:把|将)?([\u4e00-\u9fff]){_ZH_WHEN}(?:{_ZH_ADVERBS}){{0,2}}{_ZH_GONE}"),
 )
-_ZH_LEAD_RE = re.compile(r"^(?:用户的?|我们?的?|去年|前年|上个?月|上周|把|将)+")
+_ZH_LEAD_RE = re.compile(r"^(?:用户的?|我们?的?|的|去年|前年|上个?月|上周|把|将)+")
 _ZH_NOT_A_TERM_RE = re.compile(rf"(?:{_ZH_ADVERBS}|这个|那个|这些|那些|这块|那块|它|他|她){{1,3}}")
 _NOT_A_TERM_TEXT = (
     "it that this them him her one ones me us you work home job place way time thing things stuff everything "

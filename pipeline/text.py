@@ -523,10 +523,6 @@ _EN_CHANGE_RE = re.compile(
     r"\b(?:switched|switching|moved|moving|migrated|migrating)"
     r"(?: (?:everything|it all|all of (?:it|them|my \w+|our \w+)|our (?:\w+ )?\w+|the (?:whole|entire) \w+|us))?"
     r"(?: over)? (?:out of|into)\b|"
-    # what moved, then from one thing to another ("ported my number from verizon to mint", "my doctor switched me
-    # from adderall to vyvanse", "switched my major from bio to cs")
-    r"\b(?:switched|switching|moved|moving|migrated|migrating|transferred|transferring|ported|porting|changed)\b"
-    r"[^.,;!?]{1,30}?\bfrom\b[^.,;!?]{1,30}?\b(?:to|onto|into)\b|"
     r"\b(?:start|starting) (?:at|as|a new)\b|\bjoining\b|"
     r"\bno longer\b|\bnot anymore\b|\banymore\b|\bnow use\b|\bthese days\b|\bnowadays\b|"
     r"\b(?:changed|switched) jobs\b|"

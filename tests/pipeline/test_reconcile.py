@@ -776,3 +776,16 @@ def test_a_change_that_repeats_the_old_value_is_weighed_as_a_change() -> None:
         assert (op.action, op.target_id) == ("supersede", old.id), (new_value, op)
         [same] = reconcile([fact(key, new_value, 40)], [old], dedupe_threshold=T)
         assert same.action == "merge", (new_value, same)
+
+
+def test_a_thing_sold_off_with_diao_retires_the_memory_that_names_it() -> None:
+    """ "思域上个月卖掉了" ends the car as "卖了" does, whatever slot the sale and the old car were filed under; the
+    resultative 掉 is Chinese morphology, not a word of its own."""
+    from pipeline.text import has_change_cue
+
+    old = mem("user.possession", "用户有一辆本田思域", 0)
+    sold = fact("user.device", "用户的思域上个月卖掉了，现在骑电动车上班", 70, supersedes_previous=True)
+    [op] = reconcile([sold], [old], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("supersede", old.id), op.reason
+    for said in ("旧电脑卖掉了", "那套健身卡退掉了", "抖音卸掉了"):
+        assert has_change_cue(said), said
