@@ -564,13 +564,21 @@ _NOT_NOW_STATE_RE = re.compile(
 )
 
 
+_PART_END_RE = re.compile(r"\s*[,;，；]\s*")
+
+
 def _closing_now(text: str) -> bool:
-    now = _CLOSING_NOW_RE.search(text)
-    return (
-        now is not None
-        and _NOW_SUBJECT_RE.search(text, 0, now.start()) is not None
-        and _NOT_NOW_STATE_RE.search(text, 0, now.start()) is None
-    )
+    """A part of the text (up to a comma or a semicolon) that closes with "now": a fact's words often run on past
+    it ("i host on hetzner now, heroku got too expensive")."""
+    for part in _PART_END_RE.split(text):
+        now = _CLOSING_NOW_RE.search(part)
+        if (
+            now is not None
+            and _NOW_SUBJECT_RE.search(part, 0, now.start()) is not None
+            and _NOT_NOW_STATE_RE.search(part, 0, now.start()) is None
+        ):
+            return True
+    return False
 
 
 CORRECTION_RE = re.compile(r"其实|原来|\bafter all\b|\bturns? out\b|\bturned out\b|\bactually\b", re.I)

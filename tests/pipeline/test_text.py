@@ -284,6 +284,14 @@ def test_a_present_state_with_a_closing_now_is_a_change_but_the_moment_is_not() 
     assert not has_change_cue("we can start planning now")
 
 
+def test_a_closing_now_counts_where_the_words_run_on_past_it() -> None:
+    """A fact's words often carry the clause after it: "now" closes its part, not the whole text."""
+    assert has_change_cue("I keep my recipes in Paprika now, the notebook got too messy")
+    assert has_change_cue("we're a two-cat household now; the second one found us")
+    assert not has_change_cue("I have to go now, talk later")
+    assert not has_change_cue("I'm at my desk right now, the weather is awful")
+
+
 def test_something_owned_that_is_gone_is_a_change() -> None:
     assert has_change_cue("we sold the camper van in the spring")
     assert has_change_cue("I got rid of my old Kindle")
