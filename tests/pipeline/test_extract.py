@@ -1704,7 +1704,7 @@ def test_a_change_said_without_a_listed_cue_is_read_by_the_change_classifier() -
     from pipeline.slot_model import SlotJudge
     from pipeline.text import has_change_cue
 
-    changes = ["I keep all my recipes in Paprika now, the old binder went in the recycling", "毕业后留在了成都工作"]
+    changes = ["I keep all my recipes in Paprika since the old binder went in the recycling", "毕业后留在了成都工作"]
     assert not any(has_change_cue(text) for text in changes)
     for text in changes:
         facts = _active(extract_facts(_transcript(("user", text))))
@@ -1753,7 +1753,7 @@ def test_the_change_classifier_reads_only_clauses_already_embedded() -> None:
             return super().embed(texts)
 
     judge = SlotJudge(Counting())
-    text = "I keep all my recipes in Paprika now, the old binder went in the recycling"
+    text = "I keep all my recipes in Paprika since the old binder went in the recycling"
     assert not _is_change(text, judge)  # not predicted yet: not read, and nothing embedded
     assert Counting.calls == 0
     judge.prime([text])
