@@ -1738,28 +1738,6 @@ def test_a_fact_held_all_along_is_no_change() -> None:
         assert not any(f.supersedes_previous for f in facts), (text, facts)
 
 
-def test_the_change_classifier_reads_each_clause_of_a_facts_words_the_walk_predicted() -> None:
-    """A change clause with a remark after it ("…, my kids love the pictures") reads as a change alone (0.95) and not
-    with the remark (0.37): each clause the walk predicted is read as well, and one not predicted costs nothing."""
-    from pipeline.extract import USER, _Draft, _read_changes
-    from pipeline.slot_model import SlotJudge
-
-    change = "I keep all my recipes in Paprika since the old binder went in the recycling"
-    said = f"{change}, my kids love the pictures"
-
-    def draft() -> _Draft:
-        return _Draft("user.food", MemoryKind.preference, [said], ["0"], 0.7, USER, [False], False, "en", said=said)
-
-    walked = SlotJudge()
-    walked.prime([change])  # as the walk predicts each clause
-    read = draft()
-    _read_changes([read], walked)
-    assert read.supersedes
-    unread = draft()
-    _read_changes([unread], SlotJudge())
-    assert not unread.supersedes
-
-
 def test_the_change_classifier_reads_only_clauses_already_embedded() -> None:
     """The extractor asks the change classifier only about clauses the judge has predicted: reading a change costs
     no embedding of its own."""
