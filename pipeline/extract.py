@@ -402,10 +402,7 @@ def _read_changes(drafts: list[_Draft], judge: SlotJudge) -> None:
     pending = [d for d in drafts if d.said and not d.supersedes]
     judge.prime([form for d in pending for form in _change_forms(d.said)])
     for d in pending:
-        # and each clause of them the walk predicted already (free): "I do all my budgeting in YNAB now" reads as a
-        # change, the same words with the remark after them ("…, the spreadsheets were a hassle") less so
-        parts = [form for c in split_clauses(d.said) for form in _change_forms(c) if judge.knows(form)]
-        d.supersedes = any(judge.changes(text) for text in (*_change_forms(d.said), *parts))
+        d.supersedes = any(judge.changes(text) for text in _change_forms(d.said))
 
 
 def _match_attribute(clause: str, judge: SlotJudge) -> lx.Attribute | None:
