@@ -757,6 +757,16 @@ _OLD_SOURCE_RE = re.compile(
 points at the value held, and names no other one."""
 
 
+_ONE_MORE_RE = re.compile(
+    r"\b(?:adopted|rescued|took in|brought home|taken in|took up|taken up)\s+"
+    r"(?:a|an|another|a second|a third|one more)\b"
+    r"|(?:领养|收养|捡|抱回)了?(?:一|两|只|条)|又(?:领养|收养|养|捡|抱回)了?",
+    re.I,
+)
+"""One more of something taken in or taken up ("adopted a kitten", "又领养了一只猫", "took up pottery"): it joins a
+many-valued slot's value (the dog, the old hobby) and does not replace it, whatever a classifier reads as changed."""
+
+
 def _same_key_decision(
     fact: CandidateFact, emb: list[float], mem: _Mem, threshold: float, *, sole: bool = False
 ) -> MemoryOp:
@@ -837,7 +847,11 @@ def _same_key_decision(
                 new_id=uuid.uuid4(),
                 reason=f"same key {mem.key}: another value of a many-valued attribute, kept as its own memory",
             )
-        implicit = sole and (not _NAMES_ITS_SOURCE.search(fact.value) or bool(_OLD_SOURCE_RE.search(fact.value)))
+        implicit = (
+            sole
+            and (not _NAMES_ITS_SOURCE.search(fact.value) or bool(_OLD_SOURCE_RE.search(fact.value)))
+            and not _ONE_MORE_RE.search(fact.value)
+        )
         if (
             not single
             and fact.supersedes_previous

@@ -789,3 +789,19 @@ def test_a_thing_sold_off_with_diao_retires_the_memory_that_names_it() -> None:
     assert (op.action, op.target_id) == ("supersede", old.id), op.reason
     for said in ("旧电脑卖掉了", "那套健身卡退掉了", "抖音卸掉了"):
         assert has_change_cue(said), said
+
+
+def test_one_more_pet_or_pastime_taken_in_never_retires_the_slots_only_value() -> None:
+    """ "we adopted a kitten" read as a change still adds to the pets: the dog stays. A change that names no old
+    value and adds nothing ("now I cycle instead") still retires the only value."""
+    dog = mem("user.pet", "User has a dog named Max", 0)
+    for said in ("User adopted a kitten", "用户又领养了一只小猫", "User took up a second instrument"):
+        [op] = reconcile([fact("user.pet", said, 70, supersedes_previous=True)], [dog], dedupe_threshold=T)
+        assert op.action != "supersede", (said, op.reason)
+    runs = mem("user.exercise", "User runs every morning", 0)
+    [op] = reconcile(
+        [fact("user.exercise", "User cycles to stay fit now instead", 70, supersedes_previous=True)],
+        [runs],
+        dedupe_threshold=T,
+    )
+    assert (op.action, op.target_id) == ("supersede", runs.id), op.reason
