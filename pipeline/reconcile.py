@@ -763,8 +763,10 @@ _ONE_MORE_RE = re.compile(
     r"|(?:领养|收养|捡|抱回)了?(?:一|两|只|条)|又(?:领养|收养|养|捡|抱回)了?",
     re.I,
 )
-"""One more of something taken in or taken up ("adopted a kitten", "又领养了一只猫", "took up pottery"): it joins a
-many-valued slot's value (the dog, the old hobby) and does not replace it, whatever a classifier reads as changed."""
+"""One more of something taken in or taken up ("adopted a kitten", "又领养了一只猫", "took up a second instrument"):
+it joins a many-valued slot's value (the dog, the old hobby) and does not replace it, whatever a classifier reads
+as changed. Only with an article or "another": "took up pottery" is not matched and may still replace the only
+hobby. The deeper fix is the change classifier's: it reads an adoption as a change."""
 
 
 def _same_key_decision(
