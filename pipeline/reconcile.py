@@ -549,7 +549,7 @@ _NAME = r"[A-Za-z](?:" + _LATIN_WORD + r"|[+#.\-])*"
 _CAP_NAME = r"[A-Z](?:" + _LATIN_WORD + r"|[+#.\-])*"
 """A capitalised word of a Latin name ("Google Chrome")."""
 _TERM = (
-    r"(?:(?:the|my|our|a|an|user's|the user's)\s+)?(?:(?:old|former|previous|ex-?)\s*)?"
+    r"(?:(?:the user's|user's|the|my|our|a|an)\s+)?(?:(?:old|former|previous|ex-?)\s*)?"
     r"(" + _NAME + r"(?-i:\s" + _CAP_NAME + r")?)"
 )
 _ZH_WHEN = r"(?:\d{4}年(?:\d{1,2}月)?(?:\d{1,2}日)?|去年|前年|上个?月|上周)?\s*"
@@ -571,10 +571,13 @@ _REPLACED_RES = (
     re.compile(r"\b(?:instead of|rather than)\s+" + _TERM, re.I),
     re.compile(r"[,，]\s*not\s+" + _TERM + r"\s*(?:[.!,;]|$)", re.I),
     re.compile(r"而不是\s*(" + _NAME + r"|[\u4e00-\u9fff]{2,6})"),
-    # "gave up on the CFA", "put Spanish on hold", "rehomed the fish", "left Deliveroo", "sold the car"
+    # "gave up on the CFA", "put Spanish on hold", "rehomed the fish", "left Deliveroo", "sold the car"; a service
+    # or an account ended ("cancelled Dropbox", "closed my Barclays account", "deleted instagram", "stopped using
+    # Notion", "unsubscribed from Netflix")
     re.compile(
         r"\b(?:gave up|given up|giving up|give up|quit|quitting|left|leaving|ditched|dropped|sold|rehomed|put"
-        r"|got rid of|gave away)"
+        r"|got rid of|gave away|cancell?ed|cancell?ing|closed|closing|deleted|deleting|uninstalled|deactivated"
+        r"|unsubscribed from|stopped using|stopped going to)"
         r"(?:\s+on)?\s+" + _TERM,
         re.I,
     ),

@@ -495,6 +495,36 @@ def test_a_habit_given_up_names_the_memory_by_its_verb_and_a_companion_lost_reti
     assert (op.action, op.target_id) == ("supersede", japanese.id)
 
 
+def test_a_service_or_account_ended_names_what_it_ended_and_an_owner_in_the_third_person_is_no_term() -> None:
+    """ "cancelled Dropbox", "closed my barclays account", "stopped using Notion" name what ended, under whatever
+    key the old memory was written; a value says "the user's" where the user said "my", and that owner is no part
+    of the term ("Closed the user's barclays account" names barclays, not "user")."""
+    from pipeline.reconcile import _replaced_terms
+
+    assert _replaced_terms("Closed the user's barclays account and moved everything to Starling") == ("barclays",)
+    assert _replaced_terms("User gave up the user's old Honda") == ("Honda",)
+    assert _replaced_terms("User stopped using Notion, Obsidian now") == ("Notion",)
+    assert _replaced_terms("Cancelled Dropbox since User pays for Google One anyway") == ("Dropbox",)
+    bank = mem("user.database", "User banks with Barclays", 0)  # filed under a slot the change is not
+    closed = fact(
+        "user.employer",
+        "Closed the user's barclays account and moved everything to Starling",
+        60,
+        supersedes_previous=True,
+    )
+    [op] = reconcile([closed], [bank], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("supersede", bank.id)
+    storage = mem("user.stack", "User uses Dropbox", 0)
+    cancelled = fact("user.city", "Cancelled Dropbox, everything lives in Drive now", 60, supersedes_previous=True)
+    [op] = reconcile([cancelled], [storage], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("supersede", storage.id)
+    # without a change read, a service named is no change of it ("cancelled my dinner reservation" leaves it be)
+    [op] = reconcile(
+        [fact("user.city", "Cancelled Dropbox, everything lives in Drive now", 60)], [storage], dedupe_threshold=T
+    )
+    assert op.action != "supersede"
+
+
 def test_a_new_holder_of_a_one_at_a_time_relation_retires_the_old_ones_statement_only() -> None:
     """ "my new manager Sam" retires "User's manager is Ravi" (a writer's `user.manager`) and our own
     `boss:ravi.name`; a new friend retires nobody, and what else is known about Ravi stays."""
