@@ -1263,6 +1263,13 @@ _EN_MY_THING_RE = re.compile(
 )
 """A thing of the user's named in passing ("my pixel 8 keeps dropping wifi", "rotate the tires on my new outback"):
 a model that a number names, or one said to be new. Not "my old …" or "my dad's …"."""
+_EN_AT_HAND_RE = re.compile(r"\b(?:on|with|from|using|off) (?:this|my|our) ([a-z][a-z-]{2,})\b(?!['’-])", re.I)
+"""A device the user does something on ("how do i get right click on this macbook", "typing this from my kindle"):
+the user has it at hand. Only a device, which the classifier judges from "I have a <thing>" alone."""
+_EN_GENERIC_DEVICES = frozenset(
+    ("phone", "laptop", "computer", "pc", "tablet", "device", "machine", "screen", "keyboard", "mouse", "monitor")
+)
+"""Devices named by kind only: that the user has a phone says nothing worth remembering."""
 _ZH_MINE = r"的|们家的?|家的?|[新刚](?:买|换|入|提)的|[那这](?:台|辆|部|块)"
 _ZH_MY_THING_RE = re.compile(
     rf"我({_ZH_MINE})\s*"
@@ -1300,12 +1307,18 @@ def _owned_things(sentence: str, turn: Turn, lang: Lang, ctx: _Context, conf: fl
             article = "an" if thing[:1].lower() in "aeiou" else "a"
             said = f"I have a new {thing}" if new else f"I have {article} {thing}"
             found.append((thing, said, said))
+        for m in _EN_AT_HAND_RE.finditer(sentence):
+            thing = m.group(1)
+            if thing.lower() not in _EN_GENERIC_DEVICES and not any(thing == t for t, _, _ in found):
+                found.append((thing, f"I have a {thing}", f"I have a {thing}"))
     found = found[:_MAX_THINGS]
     ctx.judge.prime([judged for _, judged, _ in found])  # one batch of embeddings
     for thing, judged, said in found:
         p = ctx.judge.predict(judged)
         if p.p_fact < ctx.judge.threshold or p.slot not in _OWNED_SLOTS or p.probability < OWNED_MIN_PROBABILITY:
             continue
+        if p.slot != "device" and not _EN_MY_THING_RE.search(sentence) and _EN_AT_HAND_RE.search(sentence):
+            continue  # "on this sofa": only a device is at hand
         # A fact drawn from the sentence whose subject is the thing ("The user's xps 13 fan is loud", "用户的小米14充电
         # 特别慢") says how it is now; that the user has it is the lasting part, and replaces it.
         of_it = re.compile(rf"(?:the )?(?:user's (?:brand )?(?:new )?|用户(?:{_ZH_MINE})?)\s*{re.escape(thing)}", re.I)

@@ -1616,6 +1616,23 @@ def test_a_thing_of_the_users_taken_for_granted_is_kept_as_theirs() -> None:
     assert old.supersedes_previous  # what the sentence says of the phone already says the user has it
 
 
+def test_a_device_the_user_does_something_on_is_at_hand() -> None:
+    """ "how do i get right click on this macbook" does something on a device: the user has it. Only a device the
+    classifier names from "I have a <thing>" (a sofa one cleans, a macbook one might buy, a phone by kind are not)."""
+    for said, named in (
+        ("how do i get right click with two fingers on this macbook", "macbook"),
+        ("how do I set up LSP on my thinkpad?", "thinkpad"),
+    ):
+        [fact] = _active(extract_facts(_transcript(("user", said))))
+        assert (fact.key, fact.value) == ("user.device", f"User has a {named}"), (said, fact)
+    for said in (
+        "how do I get stains off this couch?",
+        "should I buy this macbook or wait?",
+        "I'm typing this from my phone lol",
+    ):
+        assert not _find(extract_facts(_transcript(("user", said))), "has a"), said
+
+
 def test_what_holds_for_the_moment_is_not_kept_and_dates_only_its_own_part() -> None:
     """A state that has held all day, for now, a day of this month, a due day, a mark in a test: each passes. A
     dated part after a comma dates only itself ("2nd year civil engineering at rennick uni, just got a 54 on my
