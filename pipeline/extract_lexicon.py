@@ -58,6 +58,15 @@ ZH_RELATIONS: dict[str, str] = {
     "弟弟": "brother",
     "姐姐": "sister",
     "妹妹": "sister",
+    # said with one character after 我 as often as with two ("我姐在腾讯上班", "我妹换成QQ音乐了")
+    "哥": "brother",
+    "弟": "brother",
+    "姐": "sister",
+    "妹": "sister",
+    "哥们儿": "friend",  # "my buddy", not "my brother"
+    "哥们": "friend",
+    "姐妹": "friend",
+    "闺蜜": "friend",
     "朋友": "friend",
     "同事": "colleague",
     "领导": "boss",

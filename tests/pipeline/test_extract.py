@@ -751,6 +751,20 @@ def test_a_word_after_a_relation_is_a_name_only_when_it_is_one() -> None:
     assert any(s.endswith("张丽") for s in subjects)
 
 
+def test_a_sibling_said_with_one_character_is_someone_else() -> None:
+    """ "我姐在腾讯上班" is the sister's job, not the user's employer: 我姐 / 我哥 / 我弟 / 我妹 name a sibling as
+    我妈 names a mother. 我哥们 / 我闺蜜 are friends."""
+    for said, subject in (
+        ("我姐在腾讯上班", "sister"),
+        ("我妹换成QQ音乐了，老给我分享我打不开的链接", "sister"),
+        ("我哥是医生", "brother"),
+        ("我哥们在字节做后端", "friend"),
+    ):
+        facts = _active(_facts_of(said))
+        assert facts, said
+        assert all(f.subject == subject and not f.key.startswith("user.") for f in facts), (said, facts)
+
+
 def test_mine_is_answers_what_was_just_asked() -> None:
     facts = extract_facts(_transcript(("assistant", "What's your favorite band?"), ("user", "Mine is Radiohead.")))
     assert [f.value for f in facts] == ["User's favorite band is Radiohead"]
