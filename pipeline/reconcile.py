@@ -873,10 +873,19 @@ def _same_key_decision(
                 f"same slot as {mem.key}, change-of-state cue naming its value or replacing its only value",
             )
         refines = not replaced and (related or not single)
+        # A change that names what it moved from, where that is not the memory's value but the two share a name
+        # ("从零售部门转岗到京东物流" beside "在京东工作", "moved from Shoreditch to Camden, still in London"), happened
+        # inside what the memory says: the memory still holds, and the change refines it.
+        inside = (
+            single
+            and bool(_replaced_terms(fact.value))
+            and not _OLD_SOURCE_RE.search(fact.value)
+            and _shares_salient(old_sal, new_sal)
+        )
         # A change cue retires a single-valued memory
         # ("moved to Lyon"); on a many-valued one ("绿茶早就不喝了"
         # next to a tea habit) it only refines.
-        if refines and (not changes or not single):
+        if refines and (not changes or not single or inside):
             # Refinement: repeats what is known and adds detail (numbers only added, never changed).
             return MemoryOp(
                 action="merge",

@@ -525,6 +525,29 @@ def test_a_service_or_account_ended_names_what_it_ended_and_an_owner_in_the_thir
     assert op.action != "supersede"
 
 
+def test_a_change_from_something_else_inside_what_a_one_value_memory_says_refines_it() -> None:
+    """ "从零售部门转岗到京东物流" beside "在京东工作": the change names what it moved from, which is not the memory's
+    value, and lands inside it (京东): the user still works at 京东, so the change refines the memory. A change from
+    the memory's own value, or one that shares nothing with it, still retires it."""
+    jd = mem("user.employer", "用户在京东工作", 0)
+    inside = fact("user.employer", "用户从零售部门内部转岗到京东物流了", 30, supersedes_previous=True)
+    [op] = reconcile([inside], [jd], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("merge", jd.id)
+    london = mem("user.city", "User lives in London", 0)
+    [op] = reconcile(
+        [fact("user.city", "User moved from Shoreditch to Camden, still in London", 30, supersedes_previous=True)],
+        [london],
+        dedupe_threshold=T,
+    )
+    assert (op.action, op.target_id) == ("merge", london.id)
+    left = fact("user.employer", "用户从京东跳槽到了字节", 30, supersedes_previous=True)
+    [op] = reconcile([left], [jd], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("supersede", jd.id)
+    moved = fact("user.city", "User moved from Hamburg to Munich", 30, supersedes_previous=True)
+    [op] = reconcile([moved], [london], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("supersede", london.id)
+
+
 def test_a_new_holder_of_a_one_at_a_time_relation_retires_the_old_ones_statement_only() -> None:
     """ "my new manager Sam" retires "User's manager is Ravi" (a writer's `user.manager`) and our own
     `boss:ravi.name`; a new friend retires nobody, and what else is known about Ravi stays."""
