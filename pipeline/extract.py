@@ -912,8 +912,29 @@ def _rewrite_en(text: str, subject: Subject, team: bool = True) -> str:
     return out[:1].upper() + out[1:]
 
 
+_ZH_TOPIC_THEN_I_RE = re.compile(r"^([\u4e00-\u9fffA-Za-z0-9][\u4e00-\u9fffA-Za-z0-9 .+#-]{0,7}?)我(?![们的家])")
+_ZH_TOPIC_FLAGS = ("n", "eng", "t", "j")
+
+
+def _topic_after_i(text: str) -> str:
+    """A topic said before the speaker ("咖啡我戒了快一个月了", "Python我用了五年", "周末我一般去爬山") put after
+    them, so the value reads "用户咖啡戒了…" as Chinese says it, not "咖啡用户戒了…". Only a noun or a time (jieba's
+    reading of its last word): "跟我说", "被我擦坏了", "但是我" keep their order."""
+    import jieba.posseg as pseg
+
+    m = _ZH_TOPIC_THEN_I_RE.match(text)
+    if m is None:
+        return text
+    words = [t for t in pseg.lcut(m.group(1)) if t.word.strip()]
+    if not words or not words[-1].flag.startswith(_ZH_TOPIC_FLAGS) or any(w.word in "你您他她它" for w in words):
+        return text
+    return "我" + m.group(1).strip() + text[m.end() :]
+
+
 def _rewrite_zh(text: str, subject: Subject, team: bool = True) -> str:
     # "自我" (self-) is not the pronoun 我: park it while the pronouns are rewritten.
+    if subject.is_user:
+        text = _topic_after_i(text)
     out = text.replace("自我", "自\0").replace("我们家", "用户家")
     # "我们组/我们公司" is the group the user belongs to: "用户的组", never "用户团队组".
     out = re.sub(r"(?:我们|咱们)(?=组|团队|部门|公司|项目|小组|学校|班)", "用户的", out)

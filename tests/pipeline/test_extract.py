@@ -1410,6 +1410,18 @@ def test_a_lead_that_only_says_when_is_no_fact_of_its_own() -> None:
     assert swim.value == "一周两次，用户去游泳"
 
 
+def test_a_topic_said_before_the_speaker_follows_the_user_in_the_value() -> None:
+    """ "咖啡我戒了快一个月了" says of the user that coffee is given up: "用户咖啡戒了快一个月了", as Chinese says it,
+    not "咖啡用户戒了…". Only a noun or a time moves: "被我擦坏了", "跟我说" keep their order."""
+    from pipeline.extract import _topic_after_i
+
+    [coffee] = _active(_facts_of("咖啡我戒了快一个月了，现在改喝乌龙"))
+    assert coffee.value.startswith("用户咖啡戒了"), coffee
+    assert _topic_after_i("周末我一般去爬山") == "我周末一般去爬山"
+    for kept in ("被我擦坏了", "跟我说过", "但是我不喜欢", "这个我不懂"):
+        assert _topic_after_i(kept) == kept
+
+
 def test_the_first_days_at_a_place_are_the_first_days_of_a_job_there() -> None:
     [job] = _active(_facts_of("ugh first week at kpmg and the onboarding portal is a maze"))
     assert job.key == "user.employer"
