@@ -405,12 +405,25 @@ def _read_changes(drafts: list[_Draft], judge: SlotJudge) -> None:
         d.supersedes = any(judge.changes(text) for text in _change_forms(d.said))
 
 
+_EN_DESCRIBED_HEAD_RE = re.compile(r"^(?:i'm|im|i am) (?:a|an|the) (?:[\w-]+ ){0,3}[\w-]+(?= (?:who|that)\b)", re.I)
+"""A self-description whose noun a relative clause goes on about ("i'm the vet tech who always gets stuck with these
+convos"): the clause after "who" says how it goes, and the description alone is what the classifier judges when the
+whole does not read as a fact."""
+
+
+def _described_head(clause: str) -> str | None:
+    m = _EN_DESCRIBED_HEAD_RE.match(clause)
+    return m.group(0) if m else None
+
+
 def _match_attribute(clause: str, judge: SlotJudge) -> lx.Attribute | None:
     """The slot a clause fills, as the learned classifier judges it (pipeline.slot_model), or None when the
     clause states no stable fact. A decision ("let's go with Postgres") is a decision whatever it is about."""
     said = clause if _is_decision(clause) else _attributed(clause)  # "那就换 Riverpod" has its subject: 那就
     # A subject the speaker left out is supplied, so the evidence must be stronger than for one they said.
     slot = judge.slot(said, min_p_fact=ATTRIBUTED_MIN_P_FACT if said != clause else None)
+    if slot is None and (head := _described_head(clause)) is not None:
+        said, slot = head, judge.slot(head)
     p = judge.predict(said)  # already predicted by `slot`
     if slot is None and said == clause and p.p_fact >= CHANGE_MIN_P_FACT and _is_change(clause, judge):
         slot = BY_NAME.get(p.slot)  # a change, on weaker evidence (its cue read only between the two bars)
@@ -2513,6 +2526,8 @@ def _candidate_clauses(own_texts: list[str]) -> list[str]:
                 # rewritten on the way, as "that's the one", are embedded when they are asked about).
                 if clause and not (_is_smalltalk(clause) or _is_question(clause) or _is_time_bound(clause)):
                     out.append(clause)
+                    if (head := _described_head(clause)) is not None:
+                        out.append(head)
     return [_attributed(c) for c in out]
 
 

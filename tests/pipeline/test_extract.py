@@ -1422,6 +1422,15 @@ def test_a_topic_said_before_the_speaker_follows_the_user_in_the_value() -> None
         assert _topic_after_i(kept) == kept
 
 
+def test_a_self_description_that_a_relative_clause_goes_on_about_is_judged_by_its_noun() -> None:
+    """ "i'm the vet tech who always gets stuck with these convos": the whole reads as chat to the classifier, the
+    description ("i'm the vet tech") as a job. A clause that is no self-description is not cut at "who"."""
+    [job] = _active(_facts_of("i'm the vet tech who always gets stuck with these convos"))
+    assert job.key == "user.role"
+    assert "vet tech" in job.value
+    assert not _active(_facts_of("my neighbour is the vet tech who always gets stuck with these convos"))
+
+
 def test_the_first_days_at_a_place_are_the_first_days_of_a_job_there() -> None:
     [job] = _active(_facts_of("ugh first week at kpmg and the onboarding portal is a maze"))
     assert job.key == "user.employer"
