@@ -542,6 +542,12 @@ _EN_CHANGE_RE = re.compile(
     r"\bfell (?:off|away|by the wayside)\b|\b(?:passed away|died)\b|"
     # something owned that is gone ("sold the civic", "got rid of the car", "gave my bike away")
     r"\bgraduated\b|\bsold (?:my|our|the)\b|\bgot rid of\b|\bgave away (?:my|our|the)\b|\buninstalled\b"
+    # an animal found a new home ("we rehomed the fish", "had to rehome the cat"); a service or an account ended
+    # ("cancelled my gym membership", "closed my chase account", "unsubscribed from netflix"); not a meeting or a
+    # reservation cancelled, not "need to unsubscribe from newsletters" (not done)
+    r"|\bre-?homed\b|\bhad to re-?home\b|\bunsubscribed\b|\bdeactivated (?:my|our)\b"
+    r"|\b(?:cancell?ed|closed|deleted|terminated) (?:my|our) (?:[\w-]+ ){0,2}"
+    r"(?:subscription|membership|account|plan|contract|policy)s?\b"
     # an animal put down ("we had to put biscuit down", "had to have her put to sleep"); not "put the kids to sleep",
     # "had to put my foot down", "had to calm down"
     r"|\bhad to put (?!(?:my|his|her|our|their) foot\b)(?:\w+ ){1,3}(?:down|to sleep)\b"

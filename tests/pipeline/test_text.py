@@ -343,6 +343,27 @@ def test_moving_back_and_deleting_an_app_are_changes() -> None:
         assert has_change_cue(said), said
 
 
+def test_an_animal_rehomed_and_a_service_or_account_ended_are_changes() -> None:
+    """ "we rehomed the fish", "cancelled my gym membership", "closed my chase account": what the user had ended. A
+    meeting or a reservation cancelled, or a rehoming only thought of, changes nothing that lasts."""
+    for said in (
+        "We rehomed the fish with a neighbour when Pepper arrived",
+        "we had to rehome the cat because of the allergies",
+        "cancelled my gym membership, i run outside now",
+        "closed my chase account and moved everything to a credit union",
+        "unsubscribed from netflix",
+        "deleted my instagram account",
+    ):
+        assert has_change_cue(said), said
+    for said in (
+        "cancelled the meeting with the landlord",
+        "cancelled my dinner reservation",
+        "we might need to rehome the cat",
+        "need to unsubscribe from like 40 newsletters",
+    ):
+        assert not has_change_cue(said), said
+
+
 def test_these_days_is_a_change_of_state() -> None:
     assert has_change_cue("these days I'm at Stripe")
     assert has_change_cue("I'm vegetarian nowadays")
