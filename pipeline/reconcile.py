@@ -56,6 +56,10 @@ STRONG_CONTRADICTION_CONFIDENCE = 0.85
 REFINEMENT_OVERLAP = 0.4
 """Share of the old value's content that a new value must repeat to count as a refinement of it."""
 CHANGE_NEIGHBOUR_COSINE = 0.45
+CONFUSED_NEIGHBOUR_COSINE = 0.3
+"""The bar for a memory filed under a slot the change's own is often confused with (`Slot.confused_with`: a job and
+an employer, an operating system and a device): "switched everything over to a MacBook Air" (device) beside "uses a
+Windows 10 desktop PC" (os), cosine 0.35."""
 """A change whose key no live memory shares is weighed against the nearest memory of its subject at this cosine or
 above. Chosen on hand-written (old memory, new turn) pairs, half of them held back (`bench/change_pairs.py`): 0.40
 retired two more memories that still held (dev half), 0.50 and 0.55 found 2 and 7 fewer of 80 changes (val half)."""
@@ -353,10 +357,17 @@ def _changed_neighbour(fact: CandidateFact, emb: list[float], candidates: list[_
     at least `CHANGE_NEIGHBOUR_COSINE`. Only a memory held before this transcript: what the same conversation said
     under another slot ("I love hiking … these days it's mostly bouldering") is two things said, not a change."""
     subject = canonical_key(fact.key)[0]
+    own = key_slot(fact.key)
+    confused = own.confused_with if own is not None else ()
+
+    def bar(m: _Mem) -> float:
+        slot = key_slot(m.key)
+        return CONFUSED_NEIGHBOUR_COSINE if slot is not None and slot.name in confused else CHANGE_NEIGHBOUR_COSINE
+
     near = [
         (cos, m) for m in candidates
         if not m.in_batch and canonical_key(m.key)[0] == subject and not keys_match(m.key, fact.key)
-        and (cos := _cosine(emb, m.embedding)) is not None and cos >= CHANGE_NEIGHBOUR_COSINE
+        and (cos := _cosine(emb, m.embedding)) is not None and cos >= bar(m)
     ]  # fmt: skip
     return max(near, key=lambda p: p[0])[1] if near else None
 

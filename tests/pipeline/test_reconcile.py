@@ -548,6 +548,22 @@ def test_a_change_from_something_else_inside_what_a_one_value_memory_says_refine
     assert (op.action, op.target_id) == ("supersede", london.id)
 
 
+def test_a_change_meets_a_memory_of_a_slot_its_own_is_confused_with_at_a_lower_cosine() -> None:
+    """ "switched everything over to a MacBook Air" (device) beside "uses a Windows 10 desktop PC" (os): the two slots
+    are often confused (`Slot.confused_with`), so the memory is weighed as the change's neighbour at cosine 0.3, where
+    a memory of an unrelated slot needs 0.45."""
+    pc = mem("user.os", "User uses a Windows 10 desktop PC", 0)
+    mac = fact("user.device", "User switched everything over to a MacBook Air", 69, supersedes_previous=True)  # 0.36
+    [op] = reconcile([mac], [pc], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("supersede", pc.id)
+    far = fact("user.device", "User switched everything over to a MacBook Air", 75, supersedes_previous=True)  # 0.26
+    [op] = reconcile([far], [pc], dedupe_threshold=T)
+    assert op.action == "insert"
+    hobby = mem("user.hobby", "User plays the piano on Sundays", 0)  # not a slot device is confused with
+    [op] = reconcile([mac], [hobby], dedupe_threshold=T)
+    assert op.action == "insert"
+
+
 def test_a_new_holder_of_a_one_at_a_time_relation_retires_the_old_ones_statement_only() -> None:
     """ "my new manager Sam" retires "User's manager is Ravi" (a writer's `user.manager`) and our own
     `boss:ravi.name`; a new friend retires nobody, and what else is known about Ravi stays."""
