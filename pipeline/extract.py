@@ -308,6 +308,8 @@ _DROPPED_I_RE = re.compile(
 reaction ("Love the colors!", "Need coffee"), which has no subject because it is no statement about anyone."""
 
 
+CHANGE_TOP_SLOTS = 2
+CHANGE_TOP_PROBABILITY = 0.1
 CONFUSED_SHARE = 0.4
 """A change's second slot, of those its first is often confused with (`Slot.confused_with`), counts beside it
 when the classifier finds it at least this share as likely as the first."""
@@ -403,6 +405,15 @@ def _read_changes(drafts: list[_Draft], judge: SlotJudge) -> None:
     judge.prime([form for d in pending for form in _change_forms(d.said)])
     for d in pending:
         d.supersedes = any(judge.changes(text) for text in _change_forms(d.said))
+    for d in drafts:
+        if not (d.supersedes and d.said):
+            continue
+        own = d.key.partition(".")[2]
+        for form in _change_forms(d.said):
+            if judge.knows(form):
+                for name, q in judge.predict(form).top[:CHANGE_TOP_SLOTS]:
+                    if q >= CHANGE_TOP_PROBABILITY and name != own and name not in d.also:
+                        d.also.append(name)
 
 
 _EN_DESCRIBED_HEAD_RE = re.compile(r"^(?:i'm|im|i am) (?:a|an|the) (?:[\w-]+ ){0,3}[\w-]+(?= (?:who|that)\b)", re.I)
