@@ -392,7 +392,13 @@ def _decide(fact: CandidateFact, emb: list[float], pool: list[_Mem], threshold: 
     if same_key and not untrusted:
         target = max(same_key, key=lambda m: _similarity(fact, emb, m))
         return _same_key_decision(fact, emb, target, threshold, sole=len(same_key) == 1)
-    meeting = [m for m in candidates if _slots_meet(m, fact)] if fact.supersedes_previous and not untrusted else []
+    # Only a memory held before this transcript: what the same conversation said under a slot the change also reads
+    # as its own is two things said, not a change (as for `_changed_neighbour`).
+    meeting = (
+        [m for m in candidates if not m.in_batch and _slots_meet(m, fact)]
+        if fact.supersedes_previous and not untrusted
+        else []
+    )
     if meeting:
         # A change whose key is another slot of the same thing (the classifier filed it under its runner-up, or
         # the old memory was) may still retire the old value, as if the keys were the same. Only that: a runner-up
