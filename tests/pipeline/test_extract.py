@@ -1431,6 +1431,25 @@ def test_a_self_description_that_a_relative_clause_goes_on_about_is_judged_by_it
     assert not _active(_facts_of("my neighbour is the vet tech who always gets stuck with these convos"))
 
 
+def test_a_change_carries_its_likeliest_slots_so_it_meets_a_memory_filed_under_either() -> None:
+    """The classifier files "got my own car finally so I drive myself to work now" under one slot; the memory it
+    replaces may sit under the next likeliest. A change carries its two likeliest slots (P ≥ 0.1); a fact that is no
+    change carries only its runner-up, when that is likely too."""
+    from pipeline.extract import CHANGE_TOP_PROBABILITY, CHANGE_TOP_SLOTS, _attributed
+    from pipeline.slot_model import default_judge
+
+    judge = default_judge()
+    widened = 0
+    for said in ("I drive myself to work now", "我现在改成每天骑车上班了", "I host everything on hetzner now"):
+        [f] = _active(_facts_of(said))
+        assert f.supersedes_previous, said
+        top = judge.predict(_attributed(said)).top[:CHANGE_TOP_SLOTS]
+        likely = {n for n, q in top if q >= CHANGE_TOP_PROBABILITY} - {f.key.partition(".")[2]}
+        assert likely <= set(f.also_slots), (said, f, top)
+        widened += len(likely)
+    assert widened  # at least one of them reads as a second slot too
+
+
 def test_the_first_days_at_a_place_are_the_first_days_of_a_job_there() -> None:
     [job] = _active(_facts_of("ugh first week at kpmg and the onboarding portal is a maze"))
     assert job.key == "user.employer"

@@ -564,6 +564,22 @@ def test_a_change_meets_a_memory_of_a_slot_its_own_is_confused_with_at_a_lower_c
     assert op.action == "insert"
 
 
+def test_a_change_meets_another_slots_memory_only_if_it_was_held_before_this_transcript() -> None:
+    """A change filed under employer that also reads as a city ("moved to Manchester for a job at the BBC") retires
+    the city held before, but not the city the same conversation just said: that is two things said."""
+    moved = fact(
+        "user.employer", "User moved to Manchester for a job at the BBC", 30, supersedes_previous=True,
+        also_slots=["city"],
+    )
+    held = mem("user.city", "User lives in Leeds", 0)
+    [op] = reconcile([moved], [held], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("supersede", held.id)
+    said_now = fact("user.city", "User lives in Leeds", 0)
+    first, second = reconcile([said_now, moved], [], dedupe_threshold=T)
+    assert first.action == "insert"
+    assert second.action == "insert"  # the Leeds memory of this transcript stays
+
+
 def test_a_new_holder_of_a_one_at_a_time_relation_retires_the_old_ones_statement_only() -> None:
     """ "my new manager Sam" retires "User's manager is Ravi" (a writer's `user.manager`) and our own
     `boss:ravi.name`; a new friend retires nobody, and what else is known about Ravi stays."""
