@@ -568,7 +568,10 @@ def test_a_change_meets_another_slots_memory_only_if_it_was_held_before_this_tra
     """A change filed under employer that also reads as a city ("moved to Manchester for a job at the BBC") retires
     the city held before, but not the city the same conversation just said: that is two things said."""
     moved = fact(
-        "user.employer", "User moved to Manchester for a job at the BBC", 30, supersedes_previous=True,
+        "user.employer",
+        "User moved to Manchester for a job at the BBC",
+        30,
+        supersedes_previous=True,
         also_slots=["city"],
     )
     held = mem("user.city", "User lives in Leeds", 0)
