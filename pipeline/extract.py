@@ -310,6 +310,9 @@ reaction ("Love the colors!", "Need coffee"), which has no subject because it is
 
 CHANGE_TOP_SLOTS = 2
 CHANGE_TOP_PROBABILITY = 0.1
+"""A change carries its `CHANGE_TOP_SLOTS` likeliest slots that the classifier finds at least this likely: the
+memory it replaces may be filed under the next likeliest ("got my own car finally so I drive myself to work now"
+beside a car-pool commute). Reconcile lets such a slot meet only a memory held before the transcript."""
 CONFUSED_SHARE = 0.4
 """A change's second slot, of those its first is often confused with (`Slot.confused_with`), counts beside it
 when the classifier finds it at least this share as likely as the first."""
@@ -1308,7 +1311,9 @@ _EN_MY_THING_RE = re.compile(
 )
 """A thing of the user's named in passing ("my pixel 8 keeps dropping wifi", "rotate the tires on my new outback"):
 a model that a number names, or one said to be new. Not "my old …" or "my dad's …"."""
-_EN_AT_HAND_RE = re.compile(r"\b(?:on|with|from|using|off) (?:this|my|our) ([a-z][a-z-]{2,})\b(?!['’-])", re.I)
+_EN_AT_HAND_RE = re.compile(
+    r"\b(?:on|with|from|using|off) (?:this|my|our) (?!(?:old|new|brand|own|other)\b)([a-z][a-z-]{2,})\b(?!['’-])", re.I
+)
 """A device the user does something on ("how do i get right click on this macbook", "typing this from my kindle"):
 the user has it at hand. Only a device, which the classifier judges from "I have a <thing>" alone."""
 _EN_GENERIC_DEVICES = frozenset(
@@ -1337,12 +1342,14 @@ def _owned_things(sentence: str, turn: Turn, lang: Lang, ctx: _Context, conf: fl
     have a <thing>" alone: only a device or a possession is kept ("my top 3", "my week 2" are neither)."""
     if _UNREAL_RE.match(sentence):
         return
-    found: list[tuple[str, str, str]] = []  # (the thing, "I have <it>" to judge, how the value says it)
+    # (the thing, "I have <it>" to judge, how the value says it, whether only a device counts)
+    found: list[tuple[str, str, str, bool]] = []
     if lang == "zh":
         for m in _ZH_MY_THING_RE.finditer(sentence):
             thing = m.group(2).strip()
             how = m.group(1)  # "新买的" → "用户新买了Model Y", "刚换的" → "用户刚换了…"
-            found.append((thing, f"我有{thing}", f"我{how[:-1]}了{thing}" if how[0] in "新刚" else f"我有{thing}"))
+            said = f"我{how[:-1]}了{thing}" if how[0] in "新刚" else f"我有{thing}"
+            found.append((thing, f"我有{thing}", said, False))
     else:
         for m in _EN_MY_THING_RE.finditer(sentence):
             new, named, model = m.groups()
@@ -1351,19 +1358,19 @@ def _owned_things(sentence: str, turn: Turn, lang: Lang, ctx: _Context, conf: fl
             thing = named or model
             article = "an" if thing[:1].lower() in "aeiou" else "a"
             said = f"I have a new {thing}" if new else f"I have {article} {thing}"
-            found.append((thing, said, said))
+            found.append((thing, said, said, False))
         for m in _EN_AT_HAND_RE.finditer(sentence):
             thing = m.group(1)
-            if thing.lower() not in _EN_GENERIC_DEVICES and not any(thing == t for t, _, _ in found):
-                found.append((thing, f"I have a {thing}", f"I have a {thing}"))
+            if thing.lower() not in _EN_GENERIC_DEVICES and not any(thing == t for t, *_ in found):
+                found.append((thing, f"I have a {thing}", f"I have a {thing}", True))
     found = found[:_MAX_THINGS]
-    ctx.judge.prime([judged for _, judged, _ in found])  # one batch of embeddings
-    for thing, judged, said in found:
+    ctx.judge.prime([judged for _, judged, _, _ in found])  # one batch of embeddings
+    for thing, judged, said, device_only in found:
         p = ctx.judge.predict(judged)
         if p.p_fact < ctx.judge.threshold or p.slot not in _OWNED_SLOTS or p.probability < OWNED_MIN_PROBABILITY:
             continue
-        if p.slot != "device" and not _EN_MY_THING_RE.search(sentence) and _EN_AT_HAND_RE.search(sentence):
-            continue  # "on this sofa": only a device is at hand
+        if device_only and p.slot != "device":
+            continue  # "how do I get stains off this couch": only a device is at hand
         # A fact drawn from the sentence whose subject is the thing ("The user's xps 13 fan is loud", "用户的小米14充电
         # 特别慢") says how it is now; that the user has it is the lasting part, and replaces it.
         of_it = re.compile(rf"(?:the )?(?:user's (?:brand )?(?:new )?|用户(?:{_ZH_MINE})?)\s*{re.escape(thing)}", re.I)

@@ -56,13 +56,13 @@ STRONG_CONTRADICTION_CONFIDENCE = 0.85
 REFINEMENT_OVERLAP = 0.4
 """Share of the old value's content that a new value must repeat to count as a refinement of it."""
 CHANGE_NEIGHBOUR_COSINE = 0.45
+"""A change whose key no live memory shares is weighed against the nearest memory of its subject at this cosine or
+above. Chosen on hand-written (old memory, new turn) pairs, half of them held back (`bench/change_pairs.py`): 0.40
+retired two more memories that still held (dev half), 0.50 and 0.55 found 2 and 7 fewer of 80 changes (val half)."""
 CONFUSED_NEIGHBOUR_COSINE = 0.3
 """The bar for a memory filed under a slot the change's own is often confused with (`Slot.confused_with`: a job and
 an employer, an operating system and a device): "switched everything over to a MacBook Air" (device) beside "uses a
 Windows 10 desktop PC" (os), cosine 0.35."""
-"""A change whose key no live memory shares is weighed against the nearest memory of its subject at this cosine or
-above. Chosen on hand-written (old memory, new turn) pairs, half of them held back (`bench/change_pairs.py`): 0.40
-retired two more memories that still held (dev half), 0.50 and 0.55 found 2 and 7 fewer of 80 changes (val half)."""
 MAX_MERGED_CHARS = 200
 """A refinement that would make a many-valued memory longer than this becomes a memory of its own: a value is
 short, directly usable text, not a growing list."""
