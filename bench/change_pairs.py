@@ -1,6 +1,6 @@
 """Does a user's new turn retire the memory it makes untrue, and only that one? (issue #11, supersession)
 
-    .venv/bin/python bench/change_pairs.py [--show dev]
+    .venv/bin/python bench/change_pairs.py [--show dev] [--dev-only]
 
 Each line of `bench/data/change_pairs_{en,zh}.jsonl` (160 per language, written by a helper from a brief alone,
 without the eval files or the code) is a stored memory ("User uses Google Chrome as their browser"), one chat turn
@@ -10,7 +10,8 @@ trivial change). The memory is filed under the slot the classifier reads in it, 
 it; the turn goes through the real extractor and reconcile with that one memory. Printed per language and half
 (odd ids `dev`, whose failures may be read with `--show dev`; even ids `val`, aggregates only): the share of
 `replaces` pairs whose memory is archived (recall) and of `keeps` pairs whose memory is archived (false
-supersession), with the change classifier and, as the baseline beside it, the rule cues alone.
+supersession), with the change classifier and, as the baseline beside it, the rule cues alone. `--dev-only`
+prints the dev halves alone, for choosing between settings without a look at the val halves.
 """
 
 from __future__ import annotations
@@ -78,7 +79,10 @@ def _archived(row: dict[str, str], judge: SlotJudge, embedder: UsemEmbedder) -> 
     return any(o.action == "supersede" and o.target_id == old.id for o in ops), [f"{f.key}: {f.value}" for f in facts]
 
 
-def main(show: Annotated[str, typer.Option(help="Print the failures of this half (dev only).")] = "") -> None:
+def main(
+    show: Annotated[str, typer.Option(help="Print the failures of this half (dev only).")] = "",
+    dev_only: Annotated[bool, typer.Option(help="Print the dev halves' figures alone.")] = False,
+) -> None:
     if show not in ("", "dev"):
         raise typer.BadParameter("only the dev half's failures may be read")
     embedder = UsemEmbedder()
@@ -99,9 +103,9 @@ def main(show: Annotated[str, typer.Option(help="Print the failures of this half
         def share(part: str, label: str, tally: Counter[tuple[str, str, bool]] = tally) -> float:
             return round(tally[part, label, True] / max(1, tally[part, label, True] + tally[part, label, False]), 3)
 
+        parts = ("en-dev", "zh-dev") if dev_only else ("en-dev", "en-val", "zh-dev", "zh-val")
         report[name] = {
-            part: {"recall": share(part, "replaces"), "false_supersession": share(part, "keeps")}
-            for part in ("en-dev", "en-val", "zh-dev", "zh-val")
+            part: {"recall": share(part, "replaces"), "false_supersession": share(part, "keeps")} for part in parts
         }
     for part in report["model"]:
         m, r = report["model"][part], report["rules"][part]
