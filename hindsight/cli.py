@@ -486,14 +486,21 @@ def train_extractor(
     seed: Annotated[int, typer.Option(help="Random seed: the same seed and data give the same model.")] = 0,
     out: Annotated[Path | None, typer.Option(help="Where to write the model (default: the packaged one).")] = None,
     grid: Annotated[bool, typer.Option(help="Try several models and keep the best on validation.")] = False,
+    threshold: Annotated[
+        float | None, typer.Option(help="The P(fact) bar to store (default: the shipped one, 0.35).", min=0, max=1)
+    ] = None,
+    choose_threshold: Annotated[
+        bool, typer.Option(help="Store the P(fact) bar the clause validation prefers instead.")
+    ] = False,
 ) -> None:
     """Fit the slot classifier of the offline extractor and print its validation figures (one JSON line)."""
-    from hindsight.training.extractor import train
+    from hindsight.training.extractor import SHIPPED_THRESHOLD, train
     from pipeline.slot_model import MODEL_PATH
 
     if not (train_dir / "spc" / "dialogues.jsonl").is_file():
         raise _fail(f"no training corpora under {train_dir} (expected spc/, xpersona_zh/, ...)")
-    report = train(train_dir, seed=seed, out=out or MODEL_PATH, grid=grid)
+    bar = None if choose_threshold else (SHIPPED_THRESHOLD if threshold is None else threshold)
+    report = train(train_dir, seed=seed, out=out or MODEL_PATH, grid=grid, threshold=bar)
     for name, figures in sorted(report["validation"].items()):
         console.print(f"clauses   {name:40s} " + "  ".join(f"{k}={v}" for k, v in figures.items()))
     report["extractor"] = _validate_extractor(train_dir, out or MODEL_PATH)

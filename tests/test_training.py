@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from hindsight.cli import app
-from hindsight.training.extractor import persona_split
+from hindsight.training.extractor import SHIPPED_THRESHOLD, THRESHOLDS, persona_split
 from pipeline.slot_model import NONE, SlotClassifier
 
 PERSONAS = [
@@ -118,10 +118,19 @@ def test_one_seeded_command_trains_the_model_and_prints_its_figures(tmp_path: Pa
         assert result.exit_code == 0, result.output
         report = json.loads(result.stdout.strip().splitlines()[-1])
         assert report["meta"]["seed"] == 3
+        assert report["meta"]["threshold"] == SHIPPED_THRESHOLD  # the bar is fixed, whatever the clause figures say
+        assert {t["threshold"] for t in report["tried"]} >= set(THRESHOLDS)  # every bar's clause figures printed
         assert report["validation"]  # clause-level figures per validation set
         assert set(report["extractor"]) == {"spc", "convai2_dnli", "xpersona_zh"}
         outputs.append(out)
     assert outputs[0].read_bytes() == outputs[1].read_bytes()  # same seed, same data: the same model
+    chosen = runner.invoke(
+        app, ["train", "extractor", "--train-dir", str(corpus), "--seed", "3", "--out", str(tmp_path / "c.npz"),
+              "--threshold", "0.55"],
+    )  # fmt: skip
+    assert chosen.exit_code == 0, chosen.output
+    assert json.loads(chosen.stdout.strip().splitlines()[-1])["meta"]["threshold"] == 0.55
+    assert SlotClassifier(tmp_path / "c.npz").threshold == 0.55
     model = SlotClassifier(outputs[0])
     assert NONE in model.classes
     assert model.version == "v1-s3"
@@ -243,15 +252,15 @@ def test_one_seeded_command_trains_the_change_classifier_and_prints_its_figures(
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_the_change_classifier_reads_every_hand_written_change_sentence(lang: str) -> None:
-    """Every line of `change_<lang>.jsonl` and `prototypes_change_<lang>.jsonl` is an example, labelled as written;
-    a prototype with a rule cue is left out rather than taken as no change."""
+    """Every line of `change_<lang>.jsonl`, `prototypes_change_<lang>.jsonl` and `prototypes_change_chat_<lang>.jsonl`
+    is an example, labelled as written; a prototype with a rule cue is left out rather than taken as no change."""
     from hindsight.training.change import load_examples
     from hindsight.training.extractor import DATA_DIR
     from pipeline.slot_model import CHANGE
 
     rows = load_examples(lang)
     by_source = Counter(src for _, _, src, _ in rows)
-    for name in ("change", "prototypes_change"):
+    for name in ("change", "prototypes_change", "prototypes_change_chat"):
         lines = (DATA_DIR / f"{name}_{lang}.jsonl").read_text(encoding="utf-8").splitlines()
         assert by_source[f"{name}_{lang}"] == len([line for line in lines if line.strip()])
     written = {json.loads(line)["text"]: json.loads(line)["change"]

