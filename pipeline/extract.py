@@ -19,7 +19,7 @@ from functools import lru_cache
 from pipeline import extract_lexicon as lx
 from pipeline.secrets import MARKER_RE, describe_secret, redact_secrets
 from pipeline.slot_model import SlotJudge, default_judge
-from pipeline.slots import BY_NAME, key_slot, label_slots
+from pipeline.slots import BY_NAME, Slot, key_slot, label_slots
 from pipeline.text import (
     CORRECTION_RE,
     EN_TIME_LEADS,
@@ -1332,8 +1332,9 @@ _MAX_THINGS = 4
 _AHEAD_RE = re.compile(r"\b(?:next|tomorrow|soon|will|going to|gonna|about to|planning|plan to|want to|hope)\b", re.I)
 _OWNED_SLOTS = frozenset(("device", "possession"))
 OWNED_MIN_PROBABILITY = 0.7
-"""How sure the classifier must be that "I have a <thing>" is a device or a possession ("a Pixel 8" 0.99, "a new
-Garmin" 0.61 possession + 0.14 device)."""
+"""How sure the classifier must be that "I have a <thing>" is a device or a possession, the two together ("a Pixel
+8" 0.99; "a new Garmin" 0.61 possession + 0.14 device; "我有小米14" 0.66 device + 0.30 possession): which of the two
+it is matters less than that it is a thing one owns."""
 
 
 def _owned_things(sentence: str, turn: Turn, lang: Lang, ctx: _Context, conf: float, *, since: int) -> None:
@@ -1367,7 +1368,8 @@ def _owned_things(sentence: str, turn: Turn, lang: Lang, ctx: _Context, conf: fl
     ctx.judge.prime([judged for _, judged, _, _ in found])  # one batch of embeddings
     for thing, judged, said, device_only in found:
         p = ctx.judge.predict(judged)
-        if p.p_fact < ctx.judge.threshold or p.slot not in _OWNED_SLOTS or p.probability < OWNED_MIN_PROBABILITY:
+        owned = sum(q for name, q in p.top if name in _OWNED_SLOTS)
+        if p.p_fact < ctx.judge.threshold or p.slot not in _OWNED_SLOTS or owned < OWNED_MIN_PROBABILITY:
             continue
         if device_only and p.slot != "device":
             continue  # "how do I get stains off this couch": only a device is at hand
@@ -1586,6 +1588,16 @@ _ZH_FROM_ONLY_RE = re.compile(r"从\s*([A-Za-z][\w+#.\-]*|[\u4e00-\u9fff]{2,6}?)
 _TERM_RE = re.compile(r"(?<![\w'])[A-Za-z][\w+#.\-]*[\w+#]")
 
 
+DESTINATION_MIN_PROBABILITY = 0.5
+"""How sure the classifier must be of a term's slot for the term to be where a change went: a word of the question
+that names nothing ("set" in "how do I set up …") reads as some slot too, but weakly ("I use set": editor 0.24)."""
+
+
+def _named_in_slot(judged: str, slot: Slot, judge: SlotJudge) -> bool:
+    p = judge.predict(judged)
+    return p.p_fact >= judge.threshold and p.slot == slot.name and p.probability >= DESTINATION_MIN_PROBABILITY
+
+
 def _with_destination(clause: str, ctx: _Context) -> str:
     """ "how do I set up LSP in neovim? I moved over from vscode": a change that names only what it left
     moved to what the same turn asks about, when one term there fills the same slot as the old value does
@@ -1600,7 +1612,7 @@ def _with_destination(clause: str, ctx: _Context) -> str:
     terms = [
         t for q in ctx.asked for t in _TERM_RE.findall(q) if t.lower() != old.lower() and t.lower() not in _GENERIC_EN
     ]
-    same = [t for t in dict.fromkeys(terms) if ctx.judge.slot(f"I use {t}") is was]
+    same = [t for t in dict.fromkeys(terms) if _named_in_slot(f"I use {t}", was, ctx.judge)]
     if len(same) != 1:
         return clause  # none, or several the change could be to
     if m.re is _ZH_FROM_ONLY_RE:
