@@ -817,6 +817,21 @@ _ZH_CUE_RE = re.compile(
     r"总监|财务|妈|爸|老婆|老公))(?:发来|回复|留言|说|写道|写|转发)(?:了|的是|道)?[:：]"
     r"|原文如下[:：]?|转发(?:的|了)?(?:邮件|消息|短信|内容)?[:：]"
 )
+# A line of a chat log pasted or forwarded into the turn: a speaker's label at the start of the line, in a chat app's
+# export form: "[Auntie May]: …", "[09:14] Sam: …", "<kev> …", "12/03/2024, 21:07 - Dana: …". What follows is that
+# person's message. A bracketed label needs its colon: "[Help] my cat …" and "【求助】…" tag the speaker's own post.
+# Not the speaker's own notes ("[edit]: …", "[update]: …", "[ps]: …"), a redaction marker ("[REDACTED:api_key]"), a
+# checkbox ("[x] …"), a footnote ("[1] …") or a markdown link ("[docs](…)", "[docs]: https://…").
+_CHAT_LABEL_RE = re.compile(
+    r"[ \t]*(?:"
+    r"\[(?!(?:edit|update|ps|p\.s\.|note|tl;?dr|eta|redacted)\b)(?=[^\]\n]*[A-Za-z\u4e00-\u9fff])[^\]\n\[]{2,40}\]"
+    r"(?!\()[ \t]*(?:[^\s:：\[\]()][^:：\n\[\]]{0,40})?[:：]"
+    r"|\[[\d/.,:\- ]{4,25}(?:[AaPp][Mm])?\][ \t]*[^\s:：\[\]][^:：\n\[\]]{0,40}[:：]"
+    r"|<[A-Za-z][\w.\-]{0,30}>(?=[ \t])"
+    r"|\d{1,4}[/.\-]\d{1,2}[/.\-]\d{2,4},?[ \t]+\d{1,2}:\d{2}(?:[ \t]?[AaPp][Mm])?[ \t]*[-–][ \t]*[^:：\n]{1,40}[:：]"
+    r")[ \t]*(?!https?://)\S",
+    re.I,
+)
 _NAMING_RE = re.compile(r"(?:called|named|titled|entitled|叫做?|名为|名叫|取名|称为)[ \t]{0,3}$", re.I)
 _QUESTION_END_RE = re.compile(r"[?？][\s\"'”’」』)）]*$")
 _SENTENCE_RE = re.compile(r"[^.!?。！？\n]+[.!?。！？]*")
@@ -1003,6 +1018,9 @@ def _block_spans(text: str) -> list[tuple[int, int]]:
         if _starts_message(lines, i):
             spans.append((s, _own_tail(text, s)))
             break  # the message runs to the end of the turn
+        if _CHAT_LABEL_RE.match(line):
+            spans.append((s, e))  # someone's message in a pasted or forwarded chat log
+            continue
         cue = speech_cue(line)
         if cue is None:
             continue
@@ -1025,7 +1043,8 @@ def split_quoted(text: str) -> QuotedSplit:
     """Cut the material a speaker shows out of their own words (see the section comment above).
 
     Shown: spans in quotation marks that read as a sentence (“…”, 「…」, "…", a long '…') or follow a cue,
-    lines starting with `>`, mail headers and forward markers with the message under them, and what follows a
+    lines starting with `>`, lines of a pasted chat log ("[Sam]: …", "[09:14] Sam: …", "<kev> …"), mail headers
+    and forward markers with the message under them, and what follows a
     reported-speech cue ("the e-mail says", "my landlord texted:", "邮件里说", "原文如下："). Expects NFKC text
     with its line breaks (`normalize` drops blank lines, which end a pasted message).
     """
