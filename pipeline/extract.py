@@ -391,13 +391,43 @@ def _change_forms(clause: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys((clause, _attributed(clause))))
 
 
+_DIED_LEAD_RE = re.compile(
+    r"^(?:my|our|the|this|that)\s+((?:[\w'-]+\s){0,2}?[\w'-]+)\s+(?:(?:has|had|just|finally)\s+)?died\b", re.I
+)
+"""Words that open with a thing of the user's dying ("my macbook died halfway through my talk") are about that
+moment; words that say something else first ("mac user since my thinkpad died", "my phone's an iphone 15, the android
+died in a lake") say what replaced it."""
+_ARTIFACT_SLOTS = frozenset(("device", "possession", "stack", "os"))
+ARTIFACT_MIN_PROBABILITY = 0.5
+"""How sure the classifier must be that "I have a <thing>" is a device, a possession, a tool or a system for "the
+<thing> died" to mean it stopped working ("my iphone died mid-call", "the zigbee dongle died"), not that a life
+ended ("Miso died", "my grandpa died")."""
+
+
+def _artifact_died(text: str, judge: SlotJudge) -> bool:
+    """Whether the words open with a thing of the user's that "died" (a phone, a car, a battery: it stopped working,
+    for now) and name no other change: then they tell no change, whatever a cue or the change classifier reads in
+    "died". A companion is named without "my"/"the" ("Miso died") or is no thing ("my grandpa died")."""
+    m = _DIED_LEAD_RE.match(text)
+    if m is None or has_change_cue(text[m.end() :]):
+        return False
+    p = judge.predict(f"I have a {m.group(1)}")
+    return sum(q for name, q in p.top if name in _ARTIFACT_SLOTS) >= ARTIFACT_MIN_PROBABILITY
+
+
+def _rule_change(text: str, judge: SlotJudge) -> bool:
+    """`has_change_cue`, except where its only cue is a thing that "died" (`_artifact_died`)."""
+    return has_change_cue(text) and not _artifact_died(text, judge)
+
+
 def _is_change(clause: str, judge: SlotJudge) -> bool:
     """Whether a clause says a lasting state changed: a change cue the rules list ("switched to", "不再"), or the
     change classifier's reading ("i do all my budgeting in ynab now", "健身卡到期就没续了") of whichever of its
     forms the judge has predicted already (here the model costs no embedding of its own)."""
-    if has_change_cue(clause):
+    if _rule_change(clause, judge):
         return True
-    return any(judge.changes(text) for text in _change_forms(clause) if judge.knows(text))
+    changed = any(judge.changes(text) for text in _change_forms(clause) if judge.knows(text))
+    return changed and not _artifact_died(clause, judge)
 
 
 def _read_changes(drafts: list[_Draft], judge: SlotJudge) -> None:
@@ -407,7 +437,7 @@ def _read_changes(drafts: list[_Draft], judge: SlotJudge) -> None:
     pending = [d for d in drafts if d.said and not d.supersedes]
     judge.prime([form for d in pending for form in _change_forms(d.said)])
     for d in pending:
-        d.supersedes = any(judge.changes(text) for text in _change_forms(d.said))
+        d.supersedes = any(judge.changes(text) for text in _change_forms(d.said)) and not _artifact_died(d.said, judge)
     for d in drafts:
         if not (d.supersedes and d.said):
             continue
@@ -1164,7 +1194,7 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         # A change said with its date ("I start at Ocado on Monday", "上周把库迁到了 PG 16") is still a change: the
         # state it leads to lasts, and the date is resolved in the value. Other dated clauses pass.
         dated = _is_time_bound(clause)
-        if dated and has_change_cue(clause):
+        if dated and _rule_change(clause, ctx.judge):
             clause, dated = _undated(clause), False
         elif dated and (head := _before_the_dated(clause)):
             clause, dated = head, False
@@ -1172,6 +1202,8 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
             ctx.asked.append(clause)
             passing = passing or dated
             continue
+        if _artifact_died(clause, ctx.judge):
+            continue  # "my macbook died halfway through my presentation": it stopped working, for now
         if _is_request(clause) and not (explicit or _is_standing(clause) or _is_decision(clause)):
             ctx.asked.append(clause)
             continue  # "let's go with Riverpod" is a decision, not a request
@@ -1999,7 +2031,7 @@ def _add(
             confidence=round(max(0.05, min(confidence, 0.95)), 3),
             subject=subject,
             negated=[_polarity(text) if negated is None else negated],
-            supersedes=change or has_change_cue(text) or _NEW_RELATION_RE.search(text) is not None,
+            supersedes=change or _rule_change(text, ctx.judge) or _NEW_RELATION_RE.search(text) is not None,
             said=text,
             lang=lang,
             also=list(also or ()),

@@ -1832,3 +1832,20 @@ def test_the_change_classifier_reads_only_clauses_already_embedded() -> None:
     assert Counting.calls == 1
     assert _is_change(text, judge)
     assert Counting.calls == 1
+
+
+def test_a_thing_that_died_stopped_working_and_a_life_that_ended_is_a_change() -> None:
+    """ "died" of a phone, a laptop or a car means it stopped working, for now: no fact and no change, so what the
+    user has still holds (the classifier reads "I have a <thing>" as a device or a possession). Of a companion it is
+    a change, and so is a thing that died when the words say first what replaced it."""
+    for text in (
+        "ugh my iphone died in the middle of the call, can you resend the address?",
+        "my macbook died halfway through my presentation",
+        "the corolla died on the ring road this morning",
+    ):
+        facts = extract_facts(_transcript(("user", text)))
+        assert not any(f.supersedes_previous or "died" in f.value for f in facts), (text, facts)
+    for text in ("our old tabby Ginger died last spring", "Pickles died in March, we still miss him",
+                 "mac user since my thinkpad died"):  # fmt: skip
+        facts = _active(extract_facts(_transcript(("user", text))))
+        assert any(f.supersedes_previous for f in facts), (text, facts)
