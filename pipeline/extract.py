@@ -1161,6 +1161,7 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
     passing = False  # a dated clause came before in this sentence: what follows may be about that event
     named_here: Subject | None = None  # the person the clause before named ("我有个儿子叫乐乐")
     unreal = False  # a condition or a wish came before in this sentence: what follows is not the case
+    judged_as: dict[str, str] = {}  # a clause the classifier read in another form (a Chinese change without its date)
     for raw in split_clauses(sentence):
         clause, previous = _the_one(_strip_discourse(raw), previous), raw
         if CORRECTION_RE.search(raw):  # its polarity is the group's, whatever the clauses before it said
@@ -1194,8 +1195,9 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         # A change said with its date ("I start at Ocado on Monday", "上周把库迁到了 PG 16") is still a change: the
         # state it leads to lasts, and the date is resolved in the value. Other dated clauses pass.
         dated = _is_time_bound(clause)
+        dated_change = False
         if dated and _rule_change(clause, ctx.judge):
-            clause, dated = _undated(clause), False
+            clause, dated, dated_change = _undated(clause), False, True
         elif dated and (head := _before_the_dated(clause)):
             clause, dated = head, False
         if _is_question(clause) or dated or _UNSURE_RE.search(clause) or _ASSIGNMENT_RE.match(clause):
@@ -1215,7 +1217,11 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
             # any fact ("周末的话，…", "On weekends, …"), it leads the next one.
             (groups[-1][2] if groups else pending).append(clause)
             continue
-        attr = _match_attribute(_reported_of_me(clause), ctx.judge)
+        # A Chinese change is judged without its date, which its value keeps (resolved against the conversation).
+        judged = _ZH_DATE_RE.sub("", clause) if dated_change and has_cjk(clause) else clause
+        if judged != clause:
+            judged_as[clause] = judged
+        attr = _match_attribute(_reported_of_me(judged), ctx.judge)
         if attr is not None and attr.name in ("role", "employer") and _seeks_job(clause):
             attr = _SLOT_ATTRIBUTES["goal"]  # "applying for a PM role at Canva" is no job held, but one wanted
         if attr is None and (_is_mood(clause) or lx.ZH_PLAN.search(clause) or lx.EN_PLAN.search(clause)):
@@ -1270,9 +1276,9 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         clauses = [c for c in said if not _says_nothing(c)]
         if attr is None or subj is OTHERS or not clauses:
             continue
-        core = next((c for c in clauses if _match_attribute(c, ctx.judge) is attr), clauses[0])
+        core = next((c for c in clauses if _match_attribute(judged_as.get(c, c), ctx.judge) is attr), clauses[0])
         # "不是产品，是测试" / "not a student, I teach": negated only when every attribute clause is.
-        stated = [c for c in clauses if _match_attribute(c, ctx.judge) is not None]
+        stated = [c for c in clauses if _match_attribute(judged_as.get(c, c), ctx.judge) is not None]
         corrected = [c for c in stated if c in corrections]
         if attr is IDENTITY:
             negated = _polarity(core)
@@ -1280,7 +1286,7 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
             # "以为自己头孢过敏……其实不过敏": the correction is what holds, whatever was believed before it.
             negated = _polarity(corrected[-1])
         else:
-            negated = all(_polarity(c) for c in stated)
+            negated = bool(stated) and all(_polarity(c) for c in stated)
         key = _key_for(subj, attr, core)
         if attr is DECISION and (key.endswith(".misc") or _says_nothing(core)):
             continue  # "let's go with that": what was decided is not named here
@@ -1493,6 +1499,14 @@ def _before_the_dated(clause: str) -> str:
             # a mood before it is of the moment too ("I'm SO stressed, deadline at 5pm and this query keeps timing out")
             return "" if _is_mood(head) else head
     return ""
+
+
+_ZH_DATE_RE = re.compile(
+    r"(?:上|下|这|本)(?:个)?(?:周|星期|礼拜|月)[一二三四五六日天]?|(?:去|今|明|前|后)年(?:[初底])?|(?:昨|今|明|前|后)天"
+    r"|(?:\d{1,2}|[一二三四五六七八九十]{1,3})(?:月份?|号|日)(?:初|底)?|年初|年底|月初|月底|前几天|前阵子|前段时间"
+)
+"""Chinese dates, for the classifier's reading of a dated change ("下周一去美团报到" reads as a fact only as "去美团报
+到"); the value keeps them, resolved against the conversation's time."""
 
 
 def _undated(clause: str) -> str:

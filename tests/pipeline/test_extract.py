@@ -1849,3 +1849,12 @@ def test_a_thing_that_died_stopped_working_and_a_life_that_ended_is_a_change() -
                  "mac user since my thinkpad died"):  # fmt: skip
         facts = _active(extract_facts(_transcript(("user", text))))
         assert any(f.supersedes_previous for f in facts), (text, facts)
+
+
+def test_reporting_for_duty_at_a_new_place_is_a_change_even_with_its_date() -> None:
+    """报到 is reporting at a new workplace or school for the first time: a change, so the date it is said with (下周一,
+    九月) dates the change and does not make the clause pass. A conference's check-in states nothing to keep."""
+    for said, named in (("下周一去美团报到，有点紧张", "美团"), ("考上研究生了，九月去杭州报到", "杭州")):
+        facts = _active(extract_facts(_transcript(("user", said))))
+        assert any(named in f.value and f.supersedes_previous and not f.negated for f in facts), (said, facts)
+    assert not _active(extract_facts(_transcript(("user", "明天去会议报到，然后听一天报告"))))
