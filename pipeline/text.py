@@ -821,11 +821,13 @@ _ZH_CUE_RE = re.compile(
 # A line of a chat log pasted or forwarded into the turn: a speaker's label at the start of the line, in a chat app's
 # export form: "[Auntie May]: …", "[09:14] Sam: …", "<kev> …", "12/03/2024, 21:07 - Dana: …". What follows is that
 # person's message. A bracketed label needs its colon: "[Help] my cat …" and "【求助】…" tag the speaker's own post.
-# Not the speaker's own notes ("[edit]: …", "[update]: …", "[ps]: …"), a redaction marker ("[REDACTED:api_key]"), a
-# checkbox ("[x] …"), a footnote ("[1] …") or a markdown link ("[docs](…)", "[docs]: https://…").
+# Not the speaker's own notes and headings ("[edit]: …", "[update]: …", "[Context]: …", "[Me]: …"), a redaction
+# marker ("[REDACTED:api_key]"), a checkbox ("[x] …"), a footnote ("[1] …") or a markdown link ("[docs](…)",
+# "[docs]: https://…").
 _CHAT_LABEL_RE = re.compile(
     r"[ \t]*(?:"
-    r"\[(?!(?:edit|update|ps|p\.s\.|note|tl;?dr|eta|redacted)\b)(?=[^\]\n]*[A-Za-z\u4e00-\u9fff])[^\]\n\[]{2,40}\]"
+    r"\[(?!(?:edit|update|ps|p\.s\.|note|tl;?dr|eta|redacted|context|background|question|answer|info|details?"
+    r"|summary|goal|task|request|problem|issue|me|user)\b)(?=[^\]\n]*[A-Za-z\u4e00-\u9fff])[^\]\n\[]{2,40}\]"
     r"(?!\()[ \t]*(?:[^\s:：\[\]()][^:：\n\[\]]{0,40})?[:：]"
     r"|\[[\d/.,:\- ]{4,25}(?:[AaPp][Mm])?\][ \t]*[^\s:：\[\]][^:：\n\[\]]{0,40}[:：]"
     r"|<[A-Za-z][\w.\-]{0,30}>(?=[ \t])"

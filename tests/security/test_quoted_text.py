@@ -143,6 +143,7 @@ def test_short_quotes_titles_and_apostrophes_stay_the_speakers_words() -> None:
         # the speaker's own tags, notes, checkboxes and links are no one else's message
         "[Help] my cat won't eat since Tuesday",
         "[update]: I got the job at Ocado!",
+        "[Context]: I'm a nurse in Leeds and I work nights",
         "[x] renew passport\n[ ] book the vet",
         "【求助】我家猫三天不吃饭了",
         "see [the docs](https://example.com/docs): they say to restart",
