@@ -497,6 +497,8 @@ def train_extractor(
     from hindsight.training.extractor import SHIPPED_THRESHOLD, train
     from pipeline.slot_model import MODEL_PATH
 
+    if choose_threshold and threshold is not None:
+        raise _fail("--threshold and --choose-threshold exclude each other")
     if not (train_dir / "spc" / "dialogues.jsonl").is_file():
         raise _fail(f"no training corpora under {train_dir} (expected spc/, xpersona_zh/, ...)")
     bar = None if choose_threshold else (SHIPPED_THRESHOLD if threshold is None else threshold)

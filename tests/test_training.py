@@ -131,6 +131,19 @@ def test_one_seeded_command_trains_the_model_and_prints_its_figures(tmp_path: Pa
     assert chosen.exit_code == 0, chosen.output
     assert json.loads(chosen.stdout.strip().splitlines()[-1])["meta"]["threshold"] == 0.55
     assert SlotClassifier(tmp_path / "c.npz").threshold == 0.55
+    # --choose-threshold stores the bar the clause validation prefers: the first of `tried` (best mean first)
+    preferred = runner.invoke(
+        app, ["train", "extractor", "--train-dir", str(corpus), "--seed", "3", "--out", str(tmp_path / "p.npz"),
+              "--choose-threshold"],
+    )  # fmt: skip
+    assert preferred.exit_code == 0, preferred.output
+    report = json.loads(preferred.stdout.strip().splitlines()[-1])
+    assert report["meta"]["threshold"] == report["tried"][0]["threshold"]
+    assert report["meta"]["threshold"] in THRESHOLDS
+    both = runner.invoke(app, ["train", "extractor", "--train-dir", str(corpus), "--threshold", "0.5",
+                               "--choose-threshold"])  # fmt: skip
+    assert both.exit_code == 2
+    assert "exclude each other" in both.output
     model = SlotClassifier(outputs[0])
     assert NONE in model.classes
     assert model.version == "v1-s3"
