@@ -424,10 +424,9 @@ def _is_change(clause: str, judge: SlotJudge) -> bool:
     """Whether a clause says a lasting state changed: a change cue the rules list ("switched to", "不再"), or the
     change classifier's reading ("i do all my budgeting in ynab now", "健身卡到期就没续了") of whichever of its
     forms the judge has predicted already (here the model costs no embedding of its own)."""
-    if _rule_change(clause, judge):
-        return True
-    changed = any(judge.changes(text) for text in _change_forms(clause) if judge.knows(text))
-    return changed and not _artifact_died(clause, judge)
+    if _artifact_died(clause, judge):
+        return False
+    return has_change_cue(clause) or any(judge.changes(text) for text in _change_forms(clause) if judge.knows(text))
 
 
 def _read_changes(drafts: list[_Draft], judge: SlotJudge) -> None:
