@@ -1216,8 +1216,9 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
             # any fact ("周末的话，…", "On weekends, …"), it leads the next one.
             (groups[-1][2] if groups else pending).append(clause)
             continue
-        # A Chinese change is judged without its date, which its value keeps (resolved against the conversation).
-        judged = _ZH_DATE_RE.sub("", clause) if dated_change and has_cjk(clause) else clause
+        # A Chinese change is judged without its date ("下周一去美团报到" reads as a fact only as "去美团报到"), which
+        # its value keeps, resolved against the conversation's time.
+        judged = without_time(clause) if dated_change and has_cjk(clause) else clause
         if judged != clause:
             judged_as[clause] = judged
         attr = _match_attribute(_reported_of_me(judged), ctx.judge)
@@ -1498,14 +1499,6 @@ def _before_the_dated(clause: str) -> str:
             # a mood before it is of the moment too ("I'm SO stressed, deadline at 5pm and this query keeps timing out")
             return "" if _is_mood(head) else head
     return ""
-
-
-_ZH_DATE_RE = re.compile(
-    r"(?:上|下|这|本)(?:个)?(?:周|星期|礼拜|月)[一二三四五六日天]?|(?:去|今|明|前|后)年(?:[初底])?|(?:昨|今|明|前|后)天"
-    r"|(?:\d{1,2}|[一二三四五六七八九十]{1,3})(?:月份?|号|日)(?:初|底)?|年初|年底|月初|月底|前几天|前阵子|前段时间"
-)
-"""Chinese dates, for the classifier's reading of a dated change ("下周一去美团报到" reads as a fact only as "去美团报
-到"); the value keeps them, resolved against the conversation's time."""
 
 
 def _undated(clause: str) -> str:

@@ -5,9 +5,12 @@ A memory is read months later: "User's team upgraded to PostgreSQL 16 last week"
 `occurred_at` (the ingest time, never the text's claim), at the precision it was said with: a day
 ("yesterday" → "on 2026-11-30"), a week ("last week" → "in the week of 2026-11-23"), a month ("last month" →
 "in October 2026", "上个月" → "2026年10月"), a year ("去年" → "2025年"); a time ahead as well ("in 3 weeks",
-"两个月后") and a named day of a week ("last Friday", "下周一"). Expressions with no fixed point ("recently", "最近",
-"these days") are left alone: they say nothing a reader could resolve. So is a length of time ("lost 5 kg in two
-months"): it names no time at all.
+"两个月后") and a named day of a week ("last Friday", "下周一"). A month named without its year, in digits or
+Chinese numerals ("七月份毕业了"), takes the year its clause's tense says; the start or end of a month or a year
+stays said ("年底要上线" → "2026年底要上线", "八月底要考" → "2027年8月底要考"). A rough count back ("a few months ago",
+"两三个月前") is said as about the month it falls in ("around September 2026", "2026年9月左右"). Expressions with no
+fixed point ("recently", "最近", "these days") are left alone: they say nothing a reader could resolve. So is a
+length of time ("lost 5 kg in two months"): it names no time at all.
 """
 
 from __future__ import annotations
@@ -44,6 +47,10 @@ class Span:
     """day, week, month or year."""
     said: str | None = field(default=None, compare=False)
     """How a value says it, where a preposition before it stays ("in December" → "in December 2025")."""
+    part: str = field(default="", compare=False)
+    """The start (初) or the end (底) of the month or year said ("年底", "八月底")."""
+    about: date | None = field(default=None, compare=False)
+    """A day the expression means about, not exactly ("a few months ago", "几个月前"): a value names its month."""
 
 
 def _day_span(d: date, days: int) -> Span:
@@ -78,7 +85,22 @@ def _n(word: str, table: dict[str, int]) -> int:
 Rule = tuple[re.Pattern[str], Callable[[re.Match[str], date], Span | None]]
 
 _EN_COUNT = r"(\d+|a|an|one|two|three|four|five|six|ten)"
-_ZH_COUNT = r"(\d+|[一两二三四五六七八九十])"
+_ZH_COUNT = r"(\d{1,3}|[一两二三四五六七八九十])"
+
+
+_ZH_NOT_TAIL = r"(?<![\d一二两三四五六七八九十百几])"
+"""Not the end of a longer number: "十二个月前" is no "二个月前", "两三天前" no "三天前"."""
+_EN_ROUGH = {"a couple": 2, "a couple of": 2, "couple of": 2, "couple": 2, "a few": 3, "few": 3, "several": 4}
+
+
+def _rough(word: str) -> int:
+    """How many a rough count means: 几 / a few 3, a couple 2, several 4, 两三 3 (the larger of a range)."""
+    word = word.lower()
+    if word in _EN_ROUGH:
+        return _EN_ROUGH[word]
+    if word == "几":
+        return 3
+    return _zh_month_num(word[-1]) if word[-1] != "十" else 10
 
 
 def _count(m: re.Match[str]) -> int:
@@ -258,6 +280,11 @@ _EN: list[Rule] = [
     (re.compile(r"\blast year\b", re.I), _fixed(lambda d: _year_span(d.year - 1))),
     (re.compile(r"\bthis year\b", re.I), _fixed(lambda d: _year_span(d.year))),
     (re.compile(r"\bnext year\b", re.I), _fixed(lambda d: _year_span(d.year + 1))),
+    # "a couple of months ago", "a few weeks ago": no one week or month, said as about then
+    (
+        re.compile(r"\b(a couple of|a couple|couple of|a few|several) (weeks|months|years) ago\b", re.I),
+        lambda m, d: _about(m.group(2).lower(), _rough(m.group(1)), d),
+    ),
     (re.compile(_EN_COUNT + r" days? ago\b", re.I), lambda m, d: _day_span(d, -_count(m))),
     (re.compile(_EN_COUNT + r" weeks? ago\b", re.I), lambda m, d: _week_span(d, -_count(m))),
     (re.compile(_EN_COUNT + r" months? ago\b", re.I), lambda m, d: _month_span(d, -_count(m))),
@@ -265,21 +292,123 @@ _EN: list[Rule] = [
 ]
 
 _ZH_YEARLY_RE = re.compile(r"每年|生日|出生|纪念日|每逢|一般|通常")
-_ZH_AHEAD_RE = re.compile(r"要|会|打算|准备|计划|将|想|预计|预产期|到时候")
+_ZH_AHEAD_RE = re.compile(r"要|会|打算|准备|计划|将|想|预计|预产期|到时候|必须")
 _ZH_PAST_RE = re.compile(r"了|过|已经|完")
+_ZH_DONE_DE_RE = re.compile(r"\s*(?:就|才)?[\u4e00-\u9fff]{1,2}的")
+
+
+ZH_MONTH = r"(\d{1,2}|十[一二]?|[一二三四五六七八九])"
+"""A month's number, in digits or in Chinese numerals ("12", "十二", "七")."""
+_ZH_BARE_MONTH_BEFORE = r"(?<![\d年.\-/一二两三四五六七八九十几个每这那上下本半第])"
+"""Not a month when it follows a year, a digit or a count ("三个月", "每月", "这一月")."""
+_ZH_BARE_MONTH_AFTER = r"(?![\d日号一二三四五六七八九十廿天饼亮嫂球季])"
+"""Not a month of its own when a day follows ("3月5日" is read whole elsewhere; "八月十五" left) or 月 opens a word
+("五月天", "月饼")."""
+_ZH_PART = {"初": "初", "底": "底", "末": "底"}
+"""The start or the end of a month or a year, as a value says it (年末 is 年底)."""
+
+
+def _zh_month_num(word: str) -> int:
+    """ "12" → 12, "十二" → 12, "十" → 10, "七" → 7."""
+    if word.isdigit():
+        return int(word)
+    if word.startswith("十"):
+        return 10 + (_ZH_NUM[word[1]] if len(word) > 1 else 0)
+    return _ZH_NUM[word]
+
+
+def _zh_tense(m: re.Match[str]) -> tuple[bool, bool, bool]:
+    """Whether the clause around `m` names a yearly time, says something is ahead, or says it is done."""
+    left, right = _clause_around(m, 40, r"[，,。；;！!？?]")
+    clause = left + right
+    # done: 了 / 过 / 已经 after it, or a verb and 的 ("三月份换的组", "年初搬的家": the 是…的 of a past event)
+    past = bool(_ZH_PAST_RE.search(right) or _ZH_DONE_DE_RE.match(right))
+    return bool(_ZH_YEARLY_RE.search(clause)), bool(_ZH_AHEAD_RE.search(clause)), past
 
 
 def _zh_bare_month(m: re.Match[str], d: date) -> Span | None:
-    """ "12月过了N3": the latest December; "3月要搬家": the next March; "每年3月", "3月出生": None."""
-    left, right = _clause_around(m, 40, r"[，,。；;！!？?]")
-    clause = left + right
-    if _ZH_YEARLY_RE.search(clause):
+    """ "12月过了N3", "七月份毕业了": the latest December, July; "3月要搬家", "八月底要交": the next March,
+    August; "每年3月", "3月出生": None. The start or end said of it stays ("2027年8月底")."""
+    yearly, ahead, past = _zh_tense(m)
+    month = _zh_month_num(m.group(1))
+    if yearly or not 1 <= month <= 12:
         return None
-    month = int(m.group(1))
-    if not 1 <= month <= 12:
+    year = _bare_month_year(month, ahead, past, d)
+    if year is None:
         return None
-    year = _bare_month_year(month, bool(_ZH_AHEAD_RE.search(clause)), bool(_ZH_PAST_RE.search(right)), d)
-    return None if year is None else _month_of(year, month)
+    return _month_part(date(year, month, 1), _ZH_PART.get(m.group(2) or "", ""))
+
+
+def _year_part(year: int, part: str) -> Span:
+    """The start (Jan–Mar) or the end (Oct–Dec) of `year`, or all of it."""
+    if not part:
+        return _year_span(year)
+    first = date(year, 1 if part == "初" else 10, 1)
+    return Span(first, _month_shift(first, 3), "year", part=part)
+
+
+def _month_part(month: date, part: str) -> Span:
+    """The start (1st–10th) or the end (21st on) of the month `month` opens, or all of it."""
+    if not part:
+        return Span(month, _month_shift(month, 1), "month")
+    if part == "初":
+        return Span(month, month.replace(day=11), "month", part=part)
+    return Span(month.replace(day=21), _month_shift(month, 1), "month", part=part)
+
+
+def _zh_year_part(m: re.Match[str], d: date) -> Span | None:
+    """ "年初" or "年底" said alone: of this year, unless the clause puts it in a year already gone ("年底调过来的"
+    said in March: the end of last year) or one still to come ("年初要搬" said in July: next year's start)."""
+    yearly, ahead, past = _zh_tense(m)
+    if yearly:
+        return None
+    part = _ZH_PART[m.group(1)]
+    first, last = (1, 3) if part == "初" else (10, 12)
+    year = d.year
+    if ahead and d.month > last:
+        year += 1
+    elif past and not ahead and d.month < first:
+        year -= 1
+    return _year_part(year, part)
+
+
+def _zh_month_part(m: re.Match[str], d: date) -> Span | None:
+    """ "月初" or "月底" said alone: of this month, unless the clause puts it in a month gone ("月底搬的家" said on
+    the 7th: last month's end) or one to come ("月初要交" said on the 20th: next month's start)."""
+    yearly, ahead, past = _zh_tense(m)
+    if yearly:
+        return None
+    part = _ZH_PART[m.group(1)]
+    first, last = (1, 10) if part == "初" else (21, 31)
+    month = date(d.year, d.month, 1)
+    if ahead and d.day > last:
+        month = _month_shift(month, 1)
+    elif past and not ahead and d.day < first:
+        month = _month_shift(month, -1)
+    return _month_part(month, part)
+
+
+def _month_part_of(m: re.Match[str], d: date, months: int) -> Span:
+    """ "上个月", "这个月底": the month `months` from `d`'s, with the start or end said of it."""
+    return _month_part(_month_span(d, months).start, _ZH_PART.get(m.group(1) or "", ""))
+
+
+def _year_part_of(m: re.Match[str], year: int) -> Span:
+    """ "去年", "去年底": `year`, with the start or end said of it."""
+    return _year_part(year, _ZH_PART.get(m.group(1) or "", ""))
+
+
+def _about(unit: str, back: int, d: date) -> Span:
+    """ "a few months ago", "几个月前": no one month, so about `back` units before `d`: a value says the month (or
+    year) it falls in ("around September 2026", "2026年9月左右"); a question's window takes a unit either side."""
+    if unit.startswith(("year", "年")):
+        at = date(d.year - back, 1, 1)
+        return Span(date(at.year - 1, 1, 1), date(at.year + 2, 1, 1), "year", about=at)
+    if unit.startswith(("month", "个月")):
+        at = _month_shift(date(d.year, d.month, 1), -back)
+        return Span(_month_shift(at, -1), _month_shift(at, 2), "month", about=at)
+    at = d - timedelta(weeks=back)
+    return Span(_week_start(at) - timedelta(weeks=1), _week_start(at) + timedelta(weeks=2), "week", about=at)
 
 
 ZH_THIS = r"(?:这|(?<!日)本)个?"
@@ -290,7 +419,10 @@ name a month."""
 
 _ZH: list[Rule] = [
     # a month without its year ("12月过了N3" → "2025年12月过了N3"), read by the tense of its clause
-    (re.compile(r"(?<![\d年.\-/])(\d{1,2})月(?![\d日号])"), _zh_bare_month),
+    (
+        re.compile(_ZH_BARE_MONTH_BEFORE + ZH_MONTH + r"月份?([初底末])?" + _ZH_BARE_MONTH_AFTER),
+        _zh_bare_month,
+    ),
     # a day of a named week first: "上周五" is a day, not the week before and a stray "五"
     (re.compile(r"(?<!日)([上下这本])个?(?:周|星期|礼拜)([一二三四五六日天])"), _zh_weekday),
     # "三周后考雅思", "我两个月以后搬家": counted from now only where it opens the clause or follows its subject;
@@ -308,26 +440,37 @@ _ZH: list[Rule] = [
     (re.compile(r"昨天|昨晚"), _fixed(lambda d: _day_span(d, -1))),
     (re.compile(r"今天|今晚|今早"), _fixed(lambda d: _day_span(d, 0))),
     (re.compile(r"明天"), _fixed(lambda d: _day_span(d, 1))),
+    (re.compile(r"(?<![以之然最])后天"), _fixed(lambda d: _day_span(d, 2))),  # not "以后天天骑车"
     (re.compile(r"上(?:个)?(?:周|星期|礼拜)末?"), _fixed(lambda d: _week_span(d, -1))),
     (re.compile(ZH_THIS + r"(?:周|星期|礼拜)末?"), _fixed(lambda d: _week_span(d, 0))),
     (re.compile(r"下(?:个)?(?:周|星期|礼拜)末?"), _fixed(lambda d: _week_span(d, 1))),
-    (re.compile(r"上(?:个)?月" + ZH_NOT_MONTH_WORD), _fixed(lambda d: _month_span(d, -1))),
-    (re.compile(ZH_THIS + r"月" + ZH_NOT_MONTH_WORD), _fixed(lambda d: _month_span(d, 0))),
-    (re.compile(r"下(?:个)?月" + ZH_NOT_MONTH_WORD), _fixed(lambda d: _month_span(d, 1))),
-    (re.compile(r"前年"), _fixed(lambda d: _year_span(d.year - 2))),
-    (re.compile(r"去年"), _fixed(lambda d: _year_span(d.year - 1))),
-    (re.compile(r"今年"), _fixed(lambda d: _year_span(d.year))),
-    (re.compile(r"明年"), _fixed(lambda d: _year_span(d.year + 1))),
-    (re.compile(_ZH_COUNT + r"天前"), lambda m, d: _day_span(d, -_count(m))),
-    (re.compile(_ZH_COUNT + r"个?(?:星期|礼拜|周)前"), lambda m, d: _week_span(d, -_count(m))),
-    (re.compile(_ZH_COUNT + r"个月前"), lambda m, d: _month_span(d, -_count(m))),
-    (re.compile(_ZH_COUNT + r"年前"), lambda m, d: _year_span(d.year - _count(m))),
+    (re.compile(r"上(?:个)?月" + ZH_NOT_MONTH_WORD + "([初底末])?"), lambda m, d: _month_part_of(m, d, -1)),
+    (re.compile(ZH_THIS + r"月" + ZH_NOT_MONTH_WORD + "([初底末])?"), lambda m, d: _month_part_of(m, d, 0)),
+    (re.compile(r"下(?:个)?月" + ZH_NOT_MONTH_WORD + "([初底末])?"), lambda m, d: _month_part_of(m, d, 1)),
+    (re.compile(r"前年([初底末])?"), lambda m, d: _year_part_of(m, d.year - 2)),
+    (re.compile(r"去年([初底末])?"), lambda m, d: _year_part_of(m, d.year - 1)),
+    (re.compile(r"今年([初底末])?"), lambda m, d: _year_part_of(m, d.year)),
+    (re.compile(r"明年([初底末])?"), lambda m, d: _year_part_of(m, d.year + 1)),
+    # "几个月前", "两三个月前": no one month, said as about then ("2026年9月左右")
+    (
+        re.compile(_ZH_NOT_TAIL + r"(几|[一两二三四五六七八九][二三四五六七八九十])(个?(?:星期|礼拜|周)|个月|年)前"),
+        lambda m, d: _about(m.group(2), _rough(m.group(1)), d),
+    ),
+    (re.compile(_ZH_NOT_TAIL + _ZH_COUNT + r"天前"), lambda m, d: _day_span(d, -_count(m))),
+    (re.compile(_ZH_NOT_TAIL + _ZH_COUNT + r"个?(?:星期|礼拜|周)前"), lambda m, d: _week_span(d, -_count(m))),
+    (re.compile(_ZH_NOT_TAIL + _ZH_COUNT + r"个月前"), lambda m, d: _month_span(d, -_count(m))),
+    (re.compile(_ZH_NOT_TAIL + _ZH_COUNT + r"年前"), lambda m, d: _year_span(d.year - _count(m))),
+    # 年初 / 年底, 月初 / 月底 said alone ("年初从字节出来了", "月底要交房"), last: "去年年底" is read above as 去年
+    (re.compile(r"(?<![\d年今去明前后一二两三四五六七八九十几每当青少童成中晚新跨拜多])年([初底末])"), _zh_year_part),
+    (re.compile(r"(?<![\d一二两三四五六七八九十个上下这本每岁日])月([初底末])"), _zh_month_part),
 ]
 
 
 def _en_text(span: Span) -> str:
     if span.said:
         return span.said
+    if span.about:
+        return f"around {span.about.year}" if span.unit == "year" else f"around {span.about:%B %Y}"
     if span.unit == "day":
         return f"on {span.start:%Y-%m-%d}"
     if span.unit == "week":
@@ -338,6 +481,10 @@ def _en_text(span: Span) -> str:
 
 
 def _zh_text(span: Span) -> str:
+    if span.part:  # 初 / 底 of a month or of a year
+        return f"{span.start.year}年{span.part}" if span.unit == "year" else f"{span.start:%Y年%-m月}{span.part}"
+    if span.about:
+        return f"{span.about.year}年左右" if span.unit == "year" else f"{span.about:%Y年%-m月}左右"
     if span.unit == "day":
         return f"{span.start:%Y年%-m月%-d日}"
     if span.unit == "week":
@@ -357,16 +504,26 @@ def resolve_relative_time(text: str, occurred_at: datetime | date) -> str:
     return re.sub(r"\s{2,}", " ", text)
 
 
+_UNFIXED = [
+    # a day of a month not named ("14号去报到": which month's 14th the clause's tense seldom says); not a number
+    # that names a line, a building, a seat or a size ("3号线", "10号楼", "36码")
+    re.compile(r"(?<![\d月/.\-])\d{1,2}[号日](?![线楼院房门床机位球字码店路车期卡])"),
+    re.compile(r"前阵子|前段时间|前些天|前些日子|这阵子"),
+]
+"""Times a value keeps as said, since they name no fixed point, and that `without_time` still takes out."""
+
+
 def without_time(text: str) -> str:
-    """`text` without the time expressions these rules read ("我上个月开始当组长了" → "我开始当组长了"): when a
-    thing happened says nothing of what it is."""
+    """`text` without the time expressions these rules read ("我上个月开始当组长了" → "我开始当组长了"), and those
+    that name no fixed point ("前阵子", "14号"): when a thing happened says nothing of what it is."""
     out = text
-    for pattern, _ in (*_ZH, *_EN, *_ABSOLUTE):
-        out = pattern.sub("\x00", out)
+    for _ in range(2):  # twice: "去年十月" is a month only once 去年 is out
+        for pattern in (*(p for p, _ in (*_ZH, *_EN, *_ABSOLUTE)), *_UNFIXED):
+            out = pattern.sub("\x00", out)
     if out == text:
         return text
     out = re.sub(r"(?<=[\u4e00-\u9fff])\x00+(?=[\u4e00-\u9fff])", "", out)  # Chinese runs on without a space
-    return re.sub(r"\s*\x00[\s\x00]*", " ", out).strip()
+    return re.sub(r"\s*\x00[\s\x00]*", " ", out).strip(" ，,")  # "三个月前，我开始…" → "我开始…"
 
 
 def _rewrite(
@@ -440,8 +597,8 @@ _ABSOLUTE: list[tuple[re.Pattern[str], Callable[[re.Match[str], date], Span | No
         _safe(lambda m, d: _day_span(_latest(int(m[1]), int(m[2]), d), 0)),
     ),
     (
-        re.compile(r"(?<![\d年])(\d{1,2})月份?(?![\d日号])"),
-        _safe(lambda m, d: _month_of(_latest(int(m[1]), None, d).year, int(m[1]))),
+        re.compile(_ZH_BARE_MONTH_BEFORE + ZH_MONTH + r"月份?" + _ZH_BARE_MONTH_AFTER),
+        _safe(lambda m, d: _month_of(_latest(_zh_month_num(m[1]), None, d).year, _zh_month_num(m[1]))),
     ),
     (re.compile(r"((?:19|20)\d{2})年(?!\d)"), lambda m, d: _year_span(int(m[1]))),
 ]

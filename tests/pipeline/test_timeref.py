@@ -55,6 +55,26 @@ AT = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)  # a Tuesday
         # a few days back names no one day: the week three days back falls in
         ("前几天换了个华为手机", "2026年11月23日那周换了个华为手机"),
         ("adopted a cat a few days ago", "adopted a cat in the week of 2026-11-23"),
+        # a month in Chinese numerals, with 份 or the start or end of it, read by its clause's tense
+        ("七月份毕业了", "2026年7月毕业了"),
+        ("三月份换的组，现在做推荐", "2026年3月换的组，现在做推荐"),  # 是…的: a past event
+        ("八月底要考一建", "2027年8月底要考一建"),
+        ("十二月要去考试", "2026年12月要去考试"),
+        # the start or end of a year or month said alone, or of one named
+        ("年初从字节出来了", "2026年初从字节出来了"),
+        ("年底要上线", "2026年底要上线"),
+        ("去年底调过来的", "2025年底调过来的"),
+        ("明年初要搬家", "2027年初要搬家"),
+        ("这个月底搬家", "2026年12月底搬家"),
+        ("上个月初入职的", "2026年11月初入职的"),
+        ("后天去报到", "2026年12月3日去报到"),
+        # a rough count back names no one month or year: about then
+        ("几个月前开始学吉他", "2026年9月左右开始学吉他"),
+        ("两三个月前换了工作", "2026年9月左右换了工作"),  # a range, not "两" and three months back
+        ("几年前搬到上海", "2023年左右搬到上海"),
+        ("took up bouldering a couple months ago", "took up bouldering around October 2026"),
+        ("switched to Japanese a few weeks ago", "switched to Japanese around November 2026"),
+        ("moved here a few years ago", "moved here around 2023"),
     ],
 )
 def test_relative_time_becomes_the_date_it_meant(text: str, resolved: str) -> None:
@@ -87,6 +107,14 @@ def test_time_without_a_fixed_point_is_left_alone() -> None:
         "在日本月薪三十万",  # 本 of 日本 is no "this"
         "喜欢日本周边",
         "这个月饼太甜了",  # 月饼 (a mooncake) names no month
+        "五月天的歌都会唱",  # a band, not May
+        "三月份的天气最舒服",  # no tense to read
+        "十月份出生的",  # a yearly month
+        "八月十五回家",  # a day in numerals this rule does not read: left whole, not half-read
+        "十二个月前",  # not "二个月前" after a stray 十
+        "2023年前就搬了",  # before a year, not 2023 years back
+        "以后天天骑车",  # 以后 + 天天, no 后天
+        "在青年中心上班",
     ],
 )
 def test_a_length_of_time_or_a_weekly_day_is_left_alone(text: str) -> None:
@@ -131,6 +159,9 @@ NOW = date(2026, 3, 18)  # a Wednesday
         ("what did I do last week and yesterday", date(2026, 3, 9), date(2026, 3, 18), "week"),  # both, coarsest
         ("what did I do last Friday", date(2026, 3, 13), date(2026, 3, 14), "day"),
         ("上周三我吃了什么", date(2026, 3, 11), date(2026, 3, 12), "day"),
+        ("去年底我在哪上班", date(2025, 10, 1), date(2026, 1, 1), "year"),  # the last quarter of 2025
+        ("what did I start a few months ago", date(2025, 11, 1), date(2026, 2, 1), "month"),  # December, ± a month
+        ("我七月在干嘛", date(2025, 7, 1), date(2025, 8, 1), "month"),  # the latest July, in Chinese numerals
     ],
 )
 def test_a_question_names_a_stretch_of_time(question: str, start: date, end: date, unit: str) -> None:
@@ -145,6 +176,7 @@ def test_a_question_names_a_stretch_of_time(question: str, start: date, end: dat
         "我最近在忙什么",
         "what is 2023 minus 5",
         "February 30, 2024",
+        "五月天演唱会是哪天",  # a band, not May
     ],
 )
 def test_no_fixed_time_names_no_window(question: str) -> None:
@@ -156,3 +188,10 @@ def test_a_clause_without_its_time_says_what_happened() -> None:
     assert without_time("I started leading the QA team last month") == "I started leading the QA team"
     assert without_time("moved to Leeds in 2023") == "moved to Leeds"
     assert without_time("用 Go 写 后端") == "用 Go 写 后端"  # nothing to take out: left exactly as it was
+    assert without_time("10月份入职的") == "入职的"  # the month whole, not "份入职的"
+    assert without_time("去年十月领的证") == "领的证"
+    assert without_time("上个月底从携程离职，下周去小红书报到") == "从携程离职， 去小红书报到"
+    assert without_time("14号去报到") == "去报到"  # a day of no named month: no date to resolve, still a time
+    assert without_time("住在10号楼") == "住在10号楼"  # a building, not a day
+    assert without_time("前阵子换了手机") == "换了手机"
+    assert without_time("三个月前，我开始了新的工作") == "我开始了新的工作"
