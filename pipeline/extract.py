@@ -243,7 +243,33 @@ _ASKS_YOU_RE = re.compile(r"\b(?:could|can|would|will) you\b|\bplease\b|\bpls\b"
 
 
 def _is_standing(sentence: str) -> bool:
-    return bool(lx.ZH_STANDING.search(sentence) or lx.EN_STANDING.search(sentence))
+    return bool(lx.ZH_STANDING.search(sentence)) or any(map(_asks_always, lx.EN_STANDING.finditer(sentence)))
+
+
+_EN_BARE_STANDING = frozenset(("always", "whenever", "every time"))
+_EN_ASKS_ALWAYS_RE = re.compile(
+    # an imperative: the clause opens with the cue ("always use active voice", "whenever you write SQL, …")
+    r"^(?:(?:please|pls|plz|and|also|so|but|just|oh|ok|okay|then|and then)\b[\s,]*)*$|"
+    # an obligation put to the assistant, or a wish that it do so ("you should always", "I want you to always",
+    # "make sure to always", "please always")
+    r"\byou(?:'ll| will| should| must| need to| have to| gotta)$|"
+    r"\b(?:want|need|like|prefer|ask|asking)\s+(?:you|u)\s+to$|\b(?:make sure|remember|be sure)(?: to| you)?$|"
+    r"\b(?:please|pls|plz)$",
+    re.I,
+)
+
+
+def _asks_always(m: re.Match[str]) -> bool:
+    """Whether a standing cue asks something of the assistant. "From now on", "by default" do wherever they stand;
+    a bare "always", "whenever" or "every time" only in a request: the clause opens with it ("always use active
+    voice", "pls always give me temps in celsius") or puts it to the assistant ("you should always …", "I want you
+    to always …"). A statement with its own subject says how things are, asking nothing: "it's always nice to meet
+    someone who shares your interests", "you can always ask me", "bananas always mess me up", "I'm ready whenever
+    you are"."""
+    if m.group(0).lower() not in _EN_BARE_STANDING:
+        return True
+    before = re.split(r"[,.;:!?—]", m.string[max(0, m.start() - 60) : m.start()])[-1].strip()
+    return bool(_EN_ASKS_ALWAYS_RE.search(before))
 
 
 _ZH_PERSON_RE = re.compile(r"[我你您她咱俺]|(?<![吉其])他|(?<!其)它|大家|别人|有人")  # not 吉他, 其他

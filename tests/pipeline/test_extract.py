@@ -246,6 +246,28 @@ def test_standing_instruction_kept_one_off_request_dropped() -> None:
     assert not _find(facts, "paragraph")
 
 
+def test_always_makes_an_instruction_only_in_a_request() -> None:
+    # a bare "always" asks something of the assistant only where the clause opens with it or puts it to the assistant
+    for text, what in (
+        ("also i hate passive voice, always use active voice when you edit my stuff", "active voice"),
+        ("pls always give me temps in celsius", "celsius"),
+        ("I want you to always answer in Spanish", "Spanish"),
+        ("you should always cite your sources for me", "sources"),
+    ):
+        facts = extract_facts(_transcript(("user", text), ("assistant", "Sure.")))
+        assert any(f.key.startswith("user.instruction") or what in f.value for f in facts), (text, facts)
+        assert all(f.confidence >= 0.85 for f in _find(facts, what)), text
+    # a statement with its own subject says how things are: no instruction, at most a plain memory
+    for text in (
+        "It's always nice to meet someone who shares your interests",
+        "You can always ask me for recommendations",
+        "I could always give you a few pointers",
+        "I'm ready to start whenever you are",
+    ):
+        facts = extract_facts(_transcript(("user", text), ("assistant", "Sure.")))
+        assert not [f for f in facts if f.key.startswith("user.instruction")], (text, facts)
+
+
 def _facts_of(text: str) -> list[CandidateFact]:
     import uuid as _uuid
     from datetime import UTC as _UTC
