@@ -194,6 +194,11 @@ _EN_AHEAD_RE = re.compile(
     r"moving|leaving|graduating|getting married)\b",
     re.I,
 )
+_EN_PREPARING_RE = re.compile(
+    r"\b(?:training|preparing|prepping|studying|revising|cramming|registered|signed up) for\b", re.I
+)
+"""Preparing for what is ahead ("training for the Berlin marathon in September"), unless the clause is in the past
+("I was training for a race in May")."""
 _EN_PAST_RE = re.compile(
     r"\b(?:was|were|did|had|got|went|passed|took|made|began|met|left|sold|bought|won|lost|came|saw|quit|"
     r"(?!need|feed|seed|speed|indeed|exceed|proceed|succeed)\w{2,}ed)\b",
@@ -220,9 +225,9 @@ def _en_bare_month(m: re.Match[str], d: date) -> Span | None:
         return None
     month = _MONTH_NUM[m.group(1).lower()]
     since = left.rstrip().lower().endswith("since")
-    year = _bare_month_year(
-        month, bool(_EN_AHEAD_RE.search(clause)) and not since, since or bool(_EN_PAST_RE.search(clause)), d
-    )
+    past = since or bool(_EN_PAST_RE.search(clause))
+    ahead = bool(_EN_AHEAD_RE.search(clause) or (_EN_PREPARING_RE.search(clause) and not past))
+    year = _bare_month_year(month, ahead and not since, past, d)
     if year is None:
         return None
     start = date(year, month, 1)

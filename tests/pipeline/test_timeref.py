@@ -50,6 +50,8 @@ AT = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)  # a Tuesday
         ("passed the N3 in November", "passed the N3 in November 2026"),
         ("we're moving in March", "we're moving in March 2027"),
         ("vegan since February", "vegan since February 2026"),
+        ("training for the Berlin marathon in September", "training for the Berlin marathon in September 2027"),
+        ("I was training for a race in May", "I was training for a race in May 2026"),  # the past wins
         ("12月过了N3", "2026年12月过了N3"),
         ("3月要搬去杭州", "2027年3月要搬去杭州"),
         # a few days back names no one day: the week three days back falls in
