@@ -272,6 +272,17 @@ def _asks_always(m: re.Match[str]) -> bool:
     return bool(_EN_ASKS_ALWAYS_RE.search(before))
 
 
+def _asks_answer_form(clause: str, sentence: str, judge: SlotJudge) -> bool:
+    """A request about the form of the assistant's answers ("pls keep it to short bullet points, I read these between
+    classes", "code first, prose minimal"), as the classifier reads it: how the user wants to be answered holds past
+    this answer, unlike a request for a task ("translate this paragraph"). Not where the sentence gives a passing
+    situation as its reason, a clause that states nothing lasting ("我在高铁上，信号时有时无，回复短一点")."""
+    slot = judge.slot(clause)
+    if slot is None or slot.name != "answer_style":
+        return False
+    return all(judge.slot(other) is not None for other in split_clauses(sentence) if other != clause)
+
+
 _ZH_PERSON_RE = re.compile(r"[我你您她咱俺]|(?<![吉其])他|(?<!其)它|大家|别人|有人")  # not 吉他, 其他
 ATTRIBUTED_MIN_P_FACT = 0.5
 CHANGE_MIN_P_FACT = 0.25
@@ -1231,7 +1242,9 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
             continue
         if _artifact_died(clause, ctx.judge):
             continue  # "my macbook died halfway through my presentation": it stopped working, for now
-        if _is_request(clause) and not (explicit or _is_standing(clause) or _is_decision(clause)):
+        if _is_request(clause) and not (
+            explicit or _is_standing(clause) or _is_decision(clause) or _asks_answer_form(clause, sentence, ctx.judge)
+        ):
             ctx.asked.append(clause)
             continue  # "let's go with Riverpod" is a decision, not a request
         clause = _with_destination(clause, ctx)

@@ -268,6 +268,19 @@ def test_always_makes_an_instruction_only_in_a_request() -> None:
         assert not [f for f in facts if f.key.startswith("user.instruction")], (text, facts)
 
 
+def test_a_request_about_the_form_of_answers_is_kept_unless_a_passing_situation_is_its_reason() -> None:
+    for text, what in (
+        ("anyway pls keep it to short bullet points, I read these between classes", "bullet points"),
+        ("回答的时候用中文，简短一点", "中文"),
+    ):
+        facts = extract_facts(_transcript(("user", text), ("assistant", "好的 / Sure.")))
+        assert [f for f in facts if f.key == "user.answer_style" and what in f.value], (text, facts)
+    # a task asked for is no preference; nor is a form asked for because of where the user is right now
+    for text in ("can you translate this paragraph into French", "我在高铁上，信号时有时无，回复短一点"):
+        facts = extract_facts(_transcript(("user", text), ("assistant", "好的 / Sure.")))
+        assert not facts, (text, facts)
+
+
 def _facts_of(text: str) -> list[CandidateFact]:
     import uuid as _uuid
     from datetime import UTC as _UTC
