@@ -90,7 +90,7 @@ _ZH_COUNT = r"(\d{1,3}|[一两二三四五六七八九十])"
 
 _ZH_NOT_TAIL = r"(?<![\d一二两三四五六七八九十百几])"
 """Not the end of a longer number: "十二个月前" is no "二个月前", "两三天前" no "三天前"."""
-_EN_ROUGH = {"a couple": 2, "a couple of": 2, "couple of": 2, "couple": 2, "a few": 3, "few": 3, "several": 4}
+_EN_ROUGH = {"a couple": 2, "a couple of": 2, "couple of": 2, "a few": 3, "several": 4}
 
 
 def _rough(word: str) -> int:
