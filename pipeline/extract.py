@@ -276,11 +276,13 @@ def _asks_answer_form(clause: str, sentence: str, judge: SlotJudge) -> bool:
     """A request about the form of the assistant's answers ("pls keep it to short bullet points, I read these between
     classes", "code first, prose minimal"), as the classifier reads it: how the user wants to be answered holds past
     this answer, unlike a request for a task ("translate this paragraph"). Not where the sentence gives a passing
-    situation as its reason, a clause that states nothing lasting ("我在高铁上，信号时有时无，回复短一点")."""
+    situation as its reason, a clause that states nothing lasting ("我在高铁上，信号时有时无，回复短一点"); a thanks or
+    a laugh beside it is no reason ("ok thanks, keep it short pls")."""
     slot = judge.slot(clause)
     if slot is None or slot.name != "answer_style":
         return False
-    return all(judge.slot(other) is not None for other in split_clauses(sentence) if other != clause)
+    others = {_strip_discourse(raw) for raw in split_clauses(sentence)} - {clause, ""}
+    return all(_is_smalltalk(other) or judge.slot(other) is not None for other in others)
 
 
 _ZH_PERSON_RE = re.compile(r"[我你您她咱俺]|(?<![吉其])他|(?<!其)它|大家|别人|有人")  # not 吉他, 其他

@@ -272,6 +272,7 @@ def test_a_request_about_the_form_of_answers_is_kept_unless_a_passing_situation_
     for text, what in (
         ("anyway pls keep it to short bullet points, I read these between classes", "bullet points"),
         ("回答的时候用中文，简短一点", "中文"),
+        ("ok thanks, pls keep it to short bullet points", "bullet points"),  # a thanks is no passing reason
     ):
         facts = extract_facts(_transcript(("user", text), ("assistant", "好的 / Sure.")))
         assert [f for f in facts if f.key == "user.answer_style" and what in f.value], (text, facts)
