@@ -449,9 +449,9 @@ _ZH: list[Rule] = [
     (re.compile(r"上(?:个)?(?:周|星期|礼拜)末?"), _fixed(lambda d: _week_span(d, -1))),
     (re.compile(ZH_THIS + r"(?:周|星期|礼拜)末?"), _fixed(lambda d: _week_span(d, 0))),
     (re.compile(r"下(?:个)?(?:周|星期|礼拜)末?"), _fixed(lambda d: _week_span(d, 1))),
-    (re.compile(r"上(?:个)?月" + ZH_NOT_MONTH_WORD + "([初底末])?"), lambda m, d: _month_part_of(m, d, -1)),
-    (re.compile(ZH_THIS + r"月" + ZH_NOT_MONTH_WORD + "([初底末])?"), lambda m, d: _month_part_of(m, d, 0)),
-    (re.compile(r"下(?:个)?月" + ZH_NOT_MONTH_WORD + "([初底末])?"), lambda m, d: _month_part_of(m, d, 1)),
+    (re.compile(r"上(?:个)?月" + ZH_NOT_MONTH_WORD + "(?:月?([初底末]))?"), lambda m, d: _month_part_of(m, d, -1)),
+    (re.compile(ZH_THIS + r"月" + ZH_NOT_MONTH_WORD + "(?:月?([初底末]))?"), lambda m, d: _month_part_of(m, d, 0)),
+    (re.compile(r"下(?:个)?月" + ZH_NOT_MONTH_WORD + "(?:月?([初底末]))?"), lambda m, d: _month_part_of(m, d, 1)),
     (re.compile(r"前年([初底末])?"), lambda m, d: _year_part_of(m, d.year - 2)),
     (re.compile(r"去年([初底末])?"), lambda m, d: _year_part_of(m, d.year - 1)),
     (re.compile(r"今年([初底末])?"), lambda m, d: _year_part_of(m, d.year)),
@@ -466,8 +466,14 @@ _ZH: list[Rule] = [
     (re.compile(_ZH_NOT_TAIL + _ZH_COUNT + r"个月前"), lambda m, d: _month_span(d, -_count(m))),
     (re.compile(_ZH_NOT_TAIL + _ZH_COUNT + r"年前"), lambda m, d: _year_span(d.year - _count(m))),
     # 年初 / 年底, 月初 / 月底 said alone ("年初从字节出来了", "月底要交房"), last: "去年年底" is read above as 去年
-    (re.compile(r"(?<![\d年今去明前后一二两三四五六七八九十几每当青少童成中晚新跨拜多])年([初底末])"), _zh_year_part),
-    (re.compile(r"(?<![\d一二两三四五六七八九十个上下这本每岁日])月([初底末])"), _zh_month_part),
+    (
+        # not 年初一 … 年初十, days of the lunar new year ("大年初三")
+        re.compile(
+            r"(?<![\d年今去明前后一二两三四五六七八九十几每当青少童成中晚新跨拜多大过])年([初底末])(?![一二三四五六七八九十])"
+        ),
+        _zh_year_part,
+    ),
+    (re.compile(r"(?<![\d一二两三四五六七八九十个上下这本每岁日月])月([初底末])"), _zh_month_part),
 ]
 
 

@@ -68,6 +68,7 @@ AT = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)  # a Tuesday
         ("去年底调过来的", "2025年底调过来的"),
         ("明年初要搬家", "2027年初要搬家"),
         ("这个月底搬家", "2026年12月底搬家"),
+        ("这个月月底结账", "2026年12月底结账"),
         ("上个月初入职的", "2026年11月初入职的"),
         ("后天去报到", "2026年12月3日去报到"),
         # a rough count back names no one month or year: about then
@@ -117,6 +118,7 @@ def test_time_without_a_fixed_point_is_left_alone() -> None:
         "2023年前就搬了",  # before a year, not 2023 years back
         "以后天天骑车",  # 以后 + 天天, no 后天
         "在青年中心上班",
+        "大年初三添了个外孙女",  # a day of the lunar new year, not the start of a year
     ],
 )
 def test_a_length_of_time_or_a_weekly_day_is_left_alone(text: str) -> None:
