@@ -250,9 +250,9 @@ _EN_BARE_STANDING = frozenset(("always", "whenever", "every time"))
 _EN_ASKS_ALWAYS_RE = re.compile(
     # an imperative: the clause opens with the cue ("always use active voice", "whenever you write SQL, …")
     r"^(?:(?:please|pls|plz|and|also|so|but|just|oh|ok|okay|then|and then)\b[\s,]*)*$|"
-    # an obligation put to the assistant, or a wish that it do so ("you should always", "I want you to always",
-    # "make sure to always", "please always")
-    r"\byou(?:'ll| will| should| must| need to| have to| gotta)$|"
+    # an obligation or a request put to the assistant, or a wish that it do so ("you should always", "could you
+    # always …?", "I want you to always", "make sure to always", "please always"); not "you could always ask me"
+    r"\byou(?:'ll| will| should| must| need to| have to| gotta)$|^(?:please |pls )?(?:can|could|would|will) you$|"
     r"\b(?:want|need|like|prefer|ask|asking)\s+(?:you|u)\s+to$|\b(?:make sure|remember|be sure)(?: to| you)?$|"
     r"\b(?:please|pls|plz)$",
     re.I,

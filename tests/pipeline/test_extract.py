@@ -253,6 +253,7 @@ def test_always_makes_an_instruction_only_in_a_request() -> None:
         ("pls always give me temps in celsius", "celsius"),
         ("I want you to always answer in Spanish", "Spanish"),
         ("you should always cite your sources for me", "sources"),
+        ("can you always cc my manager on emails you draft for me", "manager"),
     ):
         facts = extract_facts(_transcript(("user", text), ("assistant", "Sure.")))
         assert any(f.key.startswith("user.instruction") or what in f.value for f in facts), (text, facts)
