@@ -98,9 +98,7 @@ def _rough(word: str) -> int:
     word = word.lower()
     if word in _EN_ROUGH:
         return _EN_ROUGH[word]
-    if word == "几":
-        return 3
-    return _zh_month_num(word[-1]) if word[-1] != "十" else 10
+    return 3 if word == "几" else _zh_month_num(word[-1])
 
 
 def _count(m: re.Match[str]) -> int:
@@ -458,7 +456,9 @@ _ZH: list[Rule] = [
     (re.compile(r"明年([初底末])?"), lambda m, d: _year_part_of(m, d.year + 1)),
     # "几个月前", "两三个月前": no one month, said as about then ("2026年9月左右")
     (
-        re.compile(_ZH_NOT_TAIL + r"(几|[一两二三四五六七八九][二三四五六七八九十])(个?(?:星期|礼拜|周)|个月|年)前"),
+        re.compile(
+            _ZH_NOT_TAIL + r"(几|[一两二三四五六七八][两二三四五六七八九](?!十))(个?(?:星期|礼拜|周)|个月|年)前"
+        ),
         lambda m, d: _about(m.group(2), _rough(m.group(1)), d),
     ),
     (re.compile(_ZH_NOT_TAIL + _ZH_COUNT + r"天前"), lambda m, d: _day_span(d, -_count(m))),

@@ -115,6 +115,8 @@ def test_time_without_a_fixed_point_is_left_alone() -> None:
         "十月份出生的",  # a yearly month
         "八月十五回家",  # a day in numerals this rule does not read: left whole, not half-read
         "十二个月前",  # not "二个月前" after a stray 十
+        "二十年前搬到北京",  # twenty years, not a rough "two or ten"
+        "三十个月前",
         "2023年前就搬了",  # before a year, not 2023 years back
         "以后天天骑车",  # 以后 + 天天, no 后天
         "在青年中心上班",
