@@ -26,9 +26,10 @@ import typer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from evaluation.data import load_cases  # noqa: E402
 from pipeline.extract import extract_facts  # noqa: E402
 from pipeline.slot_model import default_judge  # noqa: E402
-from schemas.pipeline import Role, Transcript, Turn  # noqa: E402
+from schemas.pipeline import Transcript, Turn  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,17 +51,17 @@ VAGUE = re.compile(r"最近|近来|前阵子|前段时间|这阵子|\b(?:recentl
 
 
 def _transcripts(path: Path, now: datetime) -> list[tuple[str, Transcript]]:
+    """Each conversation of a case file (read and checked as `hindsight eval distill` reads it), at its case's time."""
     out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        case = json.loads(line)
-        for conv in case["conversations"]:
+    for case in load_cases(path).cases:
+        for conv in case.conversations:
             turns = [
-                Turn(index=i, turn_id=str(i), role=Role(t["role"]), content=t["content"], name=t.get("name"))
-                for i, t in enumerate(conv["turns"])
+                Turn(index=i, turn_id=t.turn_id or str(i), role=t.role, content=t.content, name=t.name)
+                for i, t in enumerate(conv.turns)
             ]
-            at = now - timedelta(days=conv.get("days_ago", 0))
+            at = now - timedelta(days=conv.days_ago)
             transcript = Transcript(id=uuid.uuid4(), namespace="t", conversation_id="c", occurred_at=at, turns=turns)
-            out.append((case["id"], transcript))
+            out.append((case.id, transcript))
     return out
 
 
