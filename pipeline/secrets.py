@@ -94,10 +94,10 @@ _ASSIGN_RE = re2.compile(
 # strong, an explicit "is/=/:/是" after the keyword: 密码是 xxx / password is xxx / pw: xxx / PIN 是 1234, and
 #   "password for|to|of|on <up to four words> is|: xxx" (the router's, the bank account's);
 # weak, only a comma or a space: "my gmail password, xxx" / "wifi password xxx" / 银行卡密码 xxx / wifi密码xxx,
-#   and a login given as a pair ("login is admin / xxx", "creds: admin/xxx"). A weak cue redacts only a value
-#   shaped like a credential (see `_credential_shaped`), never a plain word ("password manager", "reset my
-#   password 3 times": too short), and its value has no ":" or "/" so a link ("重置密码 https://...") is not
-#   taken for one.
+#   and a login given as a pair ("login is admin / xxx", "creds: admin/xxx", "账号密码 admin / xxx"). A weak
+#   cue redacts only a value shaped like a credential (see `_credential_shaped`), never a plain word
+#   ("password manager"; "reset my password 3 times" is too short), and its value has no ":" or "/" so a link
+#   ("重置密码 https://...") is not taken for one.
 _KW_EN = r"(?:password|passwd|passcode|passphrase|pw|pwd|pin)"
 _KW_ZH = r"(?:密码|口令|密钥|验证码|pin码)"
 # The filler is non-greedy so "password for the router is X is great" stops at the first "is".
@@ -115,7 +115,8 @@ _PASSWORD_WEAK_RE = re2.compile(
     + r"[,，]"
     + _SP
     + r"|\b(?:password|passwd|passcode|passphrase|pwd)[ \t]+"
-    + r"|\b(?:login|log-in|creds|credentials|user(?:name)?)(?:[ \t]+is|[ \t]*[:：])?[ \t]+[^\s/]{1,40}[ \t]*/[ \t]*"
+    + r"|(?:\b(?:login|log-in|creds|credentials|user(?:name)?)(?:[ \t]+is|[ \t]*[:：])?[ \t]+"
+    + r"|(?:账号|帐号|用户名|登录名)(?:和?密码)?(?:是|为|[:：])?[ \t]*)[^\s/]{1,40}[ \t]*/[ \t]*"
     + r"|"
     + _KW_ZH
     + r"[ \t\x{3000}]*)"
