@@ -18,9 +18,9 @@ from pipeline.secrets import redact_secrets
         ("the password is blue42fish", "blue42fish", "password"),
         ("pw: h4ck-me-not", "h4ck-me-not", "password"),
         # A weak cue (a space after the keyword, a login given as a pair) takes a credential-shaped value.
-        ("network is Harlow_5G, password Tr0ut-Lake-8841", "Tr0ut-Lake-8841", "password"),
+        ("network is Casa_5G, password Blue-Heron-5521", "Blue-Heron-5521", "password"),
         ("username admin password hunter22", "hunter22", "password"),
-        ("login is admin / Kestrel#8841", "Kestrel#8841", "password"),
+        ("login is admin / Osprey#2290", "Osprey#2290", "password"),
         ("creds: jsmith/Plum-Tree-42 for the staging box", "Plum-Tree-42", "password"),
         ("登录名是 admin/Qwe-12345，别外传", "Qwe-12345", "password"),
         ("账号密码 admin / Qwe12345", "Qwe12345", "password"),
