@@ -114,13 +114,22 @@ _PASSWORD_WEAK_RE = re2.compile(
     + _SP
     + r"[,，]"
     + _SP
-    + r"|\b(?:password|passwd|passcode|passphrase|pwd)[ \t]+"
+    + r"|\b(?:password|passwd|passcode|passphrase|pwd|pin)[ \t]+|\bpass[ \t]*[:：][ \t]*"
     + r"|(?:\b(?:login|log-in|creds|credentials|user(?:name)?)(?:[ \t]+is|[ \t]*[:：])?[ \t]+"
     + r"|(?:账号|帐号|用户名|登录名)(?:和?密码)?(?:是|为|[:：])?[ \t]*)[^\s/]{1,40}[ \t]*/[ \t]*"
     + r"|"
     + _KW_ZH
     + r"[ \t\x{3000}]*)"
     r"(?P<secret>[A-Za-z0-9][!#$%&()*+\-.0-9<=>?@A-Z\[\]^_a-z{|}~]{3,})"
+)
+# Codes that open something: a door, gate or alarm code, a one-time or verification code, a card's security
+# code (CVV, three digits), 门禁码 / 取件码. A weak cue, like the password's: the value goes only when it is shaped
+# like a credential, so "the auth code flow" and "the code is in python" stay.
+_ACCESS_CODE_RE = re2.compile(
+    r"(?i)(?:\b(?:door|gate|alarm|garage|lock|safe|entry|access|building|locker|verification|one[- ]time|2fa|"
+    r"auth(?:entication)?|otp|security)[ \t]+code|\b(?:cvv2?|cvc2?|csc|otp)\b|门禁码|门禁卡?密码|取件码|开锁码)"
+    r"(?:[ \t]+is|[ \t]*[:：=是为])?[ \t]*"
+    r"(?P<secret>[A-Za-z0-9][!#$%&()*+\-.0-9<=>?@A-Z\[\]^_a-z{|}~]{2,})"
 )
 _BEARER_RE = re2.compile(r"(?:\bBearer[" + _WS + r"]+)(?P<secret>[A-Za-z0-9._~+/=\-]{16,})")
 # Chinese resident ID: 6-digit area, birth date 18xx-20xx, 3 digits, check digit/X. The character before
@@ -137,7 +146,7 @@ _ID_CUE_EN = (
     r"(?i:\b(?:(?:card|account|acct|routing|licen[cs]e|national insurance|social security|social insurance|"
     r"tax(?:payer)?|nhs|medicare|medical record|health card|insurance|member(?:ship)?|policy)"
     + _SP
-    + r"(?:number|no\.?|num|#)|(?:iban|ssn|sin|passport|sort code|bsb|tin)(?:"
+    + r"(?:number|no\.?|num|#)|(?:iban|ssn|sin|passport|sort code|bsb|tin|social)(?:"
     + _SP
     + r"(?:number|no\.?|num|#))?))"
 )
@@ -464,6 +473,7 @@ def redact_secrets(text: str) -> Redaction:
     out = _sub(_TOKEN_RE, token, out)
     # Last: a weak cue takes only what no sharper detector already claimed.
     out = _sub(_PASSWORD_WEAK_RE, secret_part("password", weak=True), out)
+    out = _sub(_ACCESS_CODE_RE, secret_part("secret", weak=True), out)
     return Redaction(text=out.decode(), kinds=list(kinds))
 
 
