@@ -77,12 +77,14 @@ _API_KEY_PATTERNS: list[tuple[str, Any]] = [
     ("api_key", re2.compile(r"\bLTAI[0-9A-Za-z]{12,}")),  # Alibaba Cloud AccessKey id
     ("api_key", re2.compile(r"\bglpat-[A-Za-z0-9_\-]{16,}")),
     ("api_key", re2.compile(r"\bhf_[A-Za-z0-9]{30,}")),
+    ("api_key", re2.compile(r"\bSG\.[A-Za-z0-9_\-]{16,32}\.[A-Za-z0-9_\-]{16,64}")),  # SendGrid
+    ("token", re2.compile(r"\bya29\.[A-Za-z0-9_\-]{20,}")),  # Google OAuth access token
 ]
 # Each pattern below that redacts only part of its match captures that part as its one group, "secret"
 # (`_sub` hands the callback the group's span; named groups cost a lookup per match in the re2 wrapper).
 # Credentials inside URLs: scheme://user:password@host. The `@` is consumed (no look-ahead in RE2) and
 # kept by the replacement; the password class excludes `@`, so it ends at the first `@` either way.
-_URL_CRED_RE = re2.compile(r"(?i)(?:\b[a-z][a-z0-9+.\-]*://[^" + _WS + r":/@'\"]+:)(?P<secret>[^" + _WS + r"@'\"]+)@")
+_URL_CRED_RE = re2.compile(r"(?i)(?:\b[a-z][a-z0-9+.\-]*://[^" + _WS + r":/@'\"]*:)(?P<secret>[^" + _WS + r"@'\"]+)@")
 # key=value / key: value where the key names a secret (env files, configs, headers).
 _ASSIGN_RE = re2.compile(
     r"(?i)(?:\b[A-Za-z0-9_.\-]*(?:secret|token|passwd|password|pwd|api[_-]?key|access[_-]?key|"
@@ -105,31 +107,62 @@ _FOR_WHAT = r"(?:[" + _WS + r"]+(?:for|to|of|on)(?:[" + _WS + r"]+[A-Za-z0-9'’
 # `\b` on both sides: the "is" ending "this" ("password for this site") is no cue.
 _STRONG_CUE = r"(?:\b(?:is|was)\b|[=:：是为])"
 _PASSWORD_PROSE_RE = re2.compile(
-    r"(?i)(?:" + _KW_ZH + _SP + r"(?:是|为|:|：|=)" + _SP + r"|"
+    r"(?i)(?:" + _KW_ZH + r"[^" + _WS + r"，。,.;；!?！？:：=是为]{0,8}?" + _SP + r"(?:是|为|:|：|=)" + _SP + r"|"
     r"\b" + _KW_EN + _FOR_WHAT + _SP + _STRONG_CUE + _SP + r"[\"'“]?)"
     r"(?P<secret>[^" + _WS + r"\"'”，。,;；]{4,})"
 )
+_WEAK_SECRET = r"(?P<secret>[A-Za-z0-9][!#$%&()*+\-.0-9<=>?@A-Z\[\]^_a-z{|}~]{3,})"
 _PASSWORD_WEAK_RE = re2.compile(
     r"(?i)(?:\b(?:password|passwd|passcode|passphrase|pin)"
     + _SP
     + r"[,，]"
     + _SP
-    + r"|\b(?:password|passwd|passcode|passphrase|pwd|pin)[ \t]+|\bpass[ \t]*[:：][ \t]*"
-    + r"|(?:\b(?:login|log-in|creds|credentials|user(?:name)?)(?:[ \t]+is|[ \t]*[:：])?[ \t]+"
-    + r"|(?:账号|帐号|用户名|登录名)(?:和?密码)?(?:是|为|[:：])?[ \t]*)[^\s/]{1,40}[ \t]*/[ \t]*"
+    + r"|\b(?:password|passwd|psswd|pswd|passcode|passphrase|pwd|pw|pin)[ \t]+"
+    + r"|\b(?:pass|psswd|pswd)(?:[ \t]+(?:is|was)[ \t]+|[ \t]*[:：=][ \t]*)"
+    + r"|\b(?:wi-?fi|network|wpa2?|wireless)?[ \t]*key[ \t]*[:：=][ \t]*"
     + r"|"
     + _KW_ZH
     + r"[ \t\x{3000}]*)"
-    r"(?P<secret>[A-Za-z0-9][!#$%&()*+\-.0-9<=>?@A-Z\[\]^_a-z{|}~]{3,})"
+    + _WEAK_SECRET
+)
+# A login given as a pair, user then password: "login is admin / …", "the creds are root / …", "user admin, …",
+# "账号密码 admin / …". Applied after the keyword cues, so "login: bob / pass: …" loses its password to "pass:".
+_LOGIN_PAIR_RE = re2.compile(
+    r"(?i)(?:\b(?:login|log-in|creds|credentials|user(?:name)?)(?:[ \t]+(?:is|are)|[ \t]*[:：])?[ \t]+"
+    + r"|(?:账号|帐号|用户名|登录名)(?:和?密码)?(?:是|为|[:：])?[ \t]*)[^\s/,，]{1,40}(?:[ \t]*/[ \t]*|[,，][ \t]*)"
+    + _WEAK_SECRET
 )
 # Codes that open something: a door, gate or alarm code, a one-time or verification code, a card's security
 # code (CVV, three digits), 门禁码 / 取件码. A weak cue, like the password's: the value goes only when it is shaped
 # like a credential, so "the auth code flow" and "the code is in python" stay.
 _ACCESS_CODE_RE = re2.compile(
     r"(?i)(?:\b(?:door|gate|alarm|garage|lock|safe|entry|access|building|locker|verification|one[- ]time|2fa|"
-    r"auth(?:entication)?|otp|security)[ \t]+code|\b(?:cvv2?|cvc2?|csc|otp)\b|门禁码|门禁卡?密码|取件码|开锁码)"
-    r"(?:[ \t]+is|[ \t]*[:：=是为])?[ \t]*"
-    r"(?P<secret>[A-Za-z0-9][!#$%&()*+\-.0-9<=>?@A-Z\[\]^_a-z{|}~]{2,})"
+    r"auth(?:entication)?|otp|security|unlock|recovery|backup|confirmation|login|sign[- ]?in|[0-9]-digit)[ \t]+code"
+    r"|\b(?:lock(?:box)?|padlock|locker|safe)[ \t]+(?:combo|combination)|\b(?:cvv2?|cvc2?|csc|cid|otp|keypad)\b"
+    r"|门禁码|门禁卡?密码|取件码|开锁码|确认码|验证码|校验码|动态码|otp码|号码锁|密码锁|安全码"
+    r"|背面[^，。,.!?！？]{0,8}?后三位)"
+    r"(?:[ \t]+(?:for|to|of|on)(?:[ \t]+[A-Za-z'’]+){1,3}?)?(?:[ \t]+is|[ \t]*[:：=是为])?[ \t]*"
+    r"(?P<secret>[0-9]{1,3}(?: [0-9]{1,3}){1,7}\b|#?[A-Za-z]{0,3}-?[0-9][!#$%&()*+\-.0-9<=>?@A-Z\[\]^_a-z{|}~]{1,})"
+)
+# A code said in an SMS's words: "G-582044 is your Google verification code", "您的验证码是" (the cue above),
+# "G-739204 是您的 Google 验证码", "your Uber code: 3307".
+_SMS_CODE_RE = re2.compile(
+    r"(?i)(?P<secret>\b(?:[A-Z]-)?[0-9]{4,8})[ \t]*(?:is your|是您的|为您的|是你的)[ \t]*(?:[A-Za-z]+[ \t]+){0,2}"
+    r"(?:verification |login |security |one-time |confirmation )?(?:code|验证码|确认码|动态码)"
+)
+_YOUR_CODE_RE = re2.compile(
+    r"(?i)\byour[ \t]+(?:[A-Za-z]+[ \t]+){0,2}code(?:[ \t]+is|[ \t]*[:：])[ \t]*(?P<secret>(?:[A-Z]-)?[0-9]{4,8})\b"
+)
+# A database login in Oracle's form, user/password@host ("scott/T1ger2024@//orahost:1521/ORCL"): the host is followed
+# by a port or a path, so a mail address after a slash ("and/or@example.com") is none.
+_SLASH_LOGIN_RE = re2.compile(
+    r"\b[A-Za-z0-9_.$\-]{1,30}/(?P<secret>[^" + _WS + r"/@'\"]{4,})@(?://)?[A-Za-z0-9][A-Za-z0-9.\-]*(?::[0-9]+|/)"
+)
+# A wallet's recovery words after their name: twelve to twenty-four lower-case words.
+_SEED_PHRASE_RE = re2.compile(
+    r"(?i)(?:\b(?:seed|recovery|secret|backup|mnemonic)[ \t]+(?:phrase|words)|\bmnemonic|助记词)"
+    r"(?:[ \t]+(?:is|are)|[ \t]*[:：=是为])?[ \t]*[\"'“‘]?"
+    r"(?P<secret>[a-z]+(?:[ \t]+[a-z]+){11,23})"
 )
 _BEARER_RE = re2.compile(r"(?:\bBearer[" + _WS + r"]+)(?P<secret>[A-Za-z0-9._~+/=\-]{16,})")
 # Chinese resident ID: 6-digit area, birth date 18xx-20xx, 3 digits, check digit/X. The character before
@@ -144,23 +177,27 @@ _CN_ID_RE = re2.compile(
 # nouns that also mean other things (card, account, licence) count only with "number", "no." or "#" after them.
 _ID_CUE_EN = (
     r"(?i:\b(?:(?:card|account|acct|routing|licen[cs]e|national insurance|social security|social insurance|"
-    r"tax(?:payer)?|nhs|medicare|medical record|health card|insurance|member(?:ship)?|policy)"
+    r"tax(?:payer)?|tax file|nhs|ni|medicare|medical record|health card|insurance|member(?:ship)?|policy)"
     + _SP
-    + r"(?:number|no\.?|num|#)|(?:iban|ssn|sin|passport|sort code|bsb|tin|social)(?:"
+    + r"(?:number|no\.?|num|#)|(?:iban|ssn|sin|passport|sort code|bsb|tin|social|acc|acct|ein|itin|utr|tfn|cpf"
+    + r"|dl|driver'?s licen[cs]e|licen[cs]e|account|routing|aadhaar|nric|personnummer|bsn|steuer-?id|tax id"
+    + r"|national id|id (?:number|no\.?))(?:"
     + _SP
     + r"(?:number|no\.?|num|#))?))"
 )
 _ID_CUE_ZH = (
-    r"(?:银行卡|信用卡|储蓄卡|借记卡|卡|银行账户|账户|帐户|账号|帐号|护照|社保卡?|医保卡?|驾照|驾驶证|税号"
-    r"|纳税人识别)(?:号码|号)?"
+    r"(?:银行卡|信用卡|储蓄卡|借记卡|卡|银行账户|账户|帐户|账号|帐号|护照|通行证|社保卡?|医保卡?|驾照|驾驶证|税号"
+    r"|纳税人识别|身份证)(?:档案)?(?:号码|编号|号)?(?:（[^）]{0,8}）|\([^)]{0,8}\))?"
 )
 # The value: groups of capitals and digits ("GB29 NWBK 6016", "20-45-67"), so a lower-case word ends it; the
 # callback keeps only the groups up to the last one with a digit, and only when they hold six digits or more.
 _LABELLED_ID_RE = re2.compile(
     r"(?:" + _ID_CUE_EN + "|" + _ID_CUE_ZH + r")" + _SP + r"(?:(?i:is|was)" + _SP + r"|[:：=#是为]" + _SP + r")?"
-    r"(?P<secret>[A-Z0-9]+(?:[ \-][A-Z0-9]+){0,8})"
+    r"(?P<secret>[A-Z0-9]+(?:[ \-.][A-Z0-9]+){0,8}(?:\([0-9A-Z]\))?)"
 )
 LABELLED_ID_MIN_DIGITS = 6
+"""Digits a labelled identifier holds, unless it is one mixed group of eight characters or more with three digits
+("C4RF72XN9", a passport's)."""
 
 # Phone numbers are personal contact details: a memory that agents read back must not hand them out. Three
 # shapes are specific enough on their own, and any run of digits a phone cue names is one too:
@@ -316,17 +353,41 @@ def _looks_random(token: str) -> bool:
     classes = sum([any(c.islower() for c in token), any(c.isupper() for c in token), any(c.isdigit() for c in token)])
     if classes < 2 or not any(c.isdigit() for c in token):
         return False
-    # snake_case / kebab-case identifiers are long but made of words.
-    if _SNAKE_CASE_RE.fullmatch(token):
+    # snake_case / kebab-case identifiers are long but made of words ("dop_v1_<64 hex>" is not).
+    if _SNAKE_CASE_RE.fullmatch(token) and max(len(part) for part in re.split(r"[_\-]", token)) < 20:
         return False
     return _entropy(token) >= 3.5
 
 
-def _is_card(candidate: str) -> bool:
-    digits = "".join(c for c in candidate if c.isdecimal())
-    if not 13 <= len(digits) <= 19 or len(set(digits)) < 2:
+_CARD_GROUPS_RE = re.compile(r"\d{4}([ \-])\d{4}\1\d{4}\1\d{4}")
+# An IBAN written bare ("NL63INGB0007811249", "GB29 NWBK 6016 1331 9268 19"): its mod-97 checksum decides, so a
+# product code of the same shape stays. Bounded, one start per position (see `_CARD_RE`).
+_IBAN_RE = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?![A-Za-z0-9])")
+
+
+def _is_iban(candidate: str) -> bool:
+    compact = candidate.replace(" ", "")
+    if not 15 <= len(compact) <= 34:
         return False
-    return _luhn_ok(digits)
+    rearranged = compact[4:] + compact[:4]
+    return int("".join(str(int(c, 36)) for c in rearranged)) % 97 == 1
+
+
+_MORE_GROUPS_RE = re.compile(r"[ \-]\d{2,}")
+CARD_MIN_DIGITS = 14
+"""Digits of a card number found by its shape alone: 13-digit cards are long gone, and a 13-digit run that passes the
+checksum is far likelier a barcode (EAN-13) or an ISBN."""
+
+
+def _is_card(candidate: str) -> bool:
+    """A card number: written in four groups of four (a mistyped card is still a card), or a run of 14-19 digits
+    that passes the Luhn checksum."""
+    digits = "".join(c for c in candidate if c.isdecimal())
+    if len(set(digits)) < 2:
+        return False
+    if _CARD_GROUPS_RE.fullmatch(candidate.strip()):
+        return True
+    return CARD_MIN_DIGITS <= len(digits) <= 19 and _luhn_ok(digits)
 
 
 def _credential_shaped(value: str) -> bool:
@@ -417,11 +478,13 @@ def redact_secrets(text: str) -> Redaction:
         return data[start:g_start] + note("national_id")
 
     def labelled_id(data: bytes, start: int, end: int, g_start: int, g_end: int) -> bytes:
-        groups = re.split(rb"([ \-])", data[g_start:g_end])
+        groups = re.split(rb"([ \-.])", data[g_start:g_end])
         while groups and not any(c in b"0123456789" for c in groups[-1]):
             groups = groups[:-2]  # a word after the number ("… 67 I think") is not part of it
         value = b"".join(groups)
-        if sum(c in b"0123456789" for c in value) < LABELLED_ID_MIN_DIGITS:
+        digits = sum(c in b"0123456789" for c in value)
+        mixed = len(groups) == 1 and len(value) >= 8 and digits >= 3 and digits < len(value)
+        if digits < LABELLED_ID_MIN_DIGITS and not mixed:
             return data[start:end]
         return data[start:g_start] + note("id_number") + data[g_start + len(value) : end]
 
@@ -435,6 +498,8 @@ def redact_secrets(text: str) -> Redaction:
         return data[start:g_start] + note("phone_number") + data[g_end:end]
 
     def card(m: re.Match[str]) -> str:
+        if _MORE_GROUPS_RE.match(m.string, m.end()):
+            return m.group(0)  # the first digits of a longer grouped number (a 22-digit tracking number)
         return note("card_number").decode() if _is_card(m.group(0)) else m.group(0)
 
     def token(data: bytes, start: int, end: int, g_start: int, g_end: int) -> bytes:
@@ -459,12 +524,17 @@ def redact_secrets(text: str) -> Redaction:
     for kind, pattern in _API_KEY_PATTERNS:
         out = _sub(pattern, whole(kind), out)
     out = _sub(_URL_CRED_RE, secret_part("password"), out)
+    out = _sub(_SLASH_LOGIN_RE, secret_part("password", weak=True), out)
+    out = _sub(_SEED_PHRASE_RE, secret_part("private_key"), out)
     out = _sub(_BEARER_RE, secret_part("token"), out)
     # IDs and cards before the password cues, so "密码是 4539 1488 0343 6467" loses the whole number, not
     # only its first group.
     out = _sub(_CN_ID_RE, cn_id, out)
     # The card pattern is Python `re` on str (Unicode digits); two extra copies of the text are cheap.
     out = _CARD_RE.sub(card, out.decode()).encode()
+    out = _IBAN_RE.sub(
+        lambda m: note("id_number").decode() if _is_iban(m.group(0)) else m.group(0), out.decode()
+    ).encode()
     out = _sub(_LABELLED_ID_RE, labelled_id, out)
     for pattern in (_LABELLED_PHONE_RE, _INTL_PHONE_RE, _CN_MOBILE_RE, _NANP_PHONE_RE):
         out = _sub(pattern, phone, out)
@@ -473,7 +543,10 @@ def redact_secrets(text: str) -> Redaction:
     out = _sub(_TOKEN_RE, token, out)
     # Last: a weak cue takes only what no sharper detector already claimed.
     out = _sub(_PASSWORD_WEAK_RE, secret_part("password", weak=True), out)
+    out = _sub(_LOGIN_PAIR_RE, secret_part("password", weak=True), out)
     out = _sub(_ACCESS_CODE_RE, secret_part("secret", weak=True), out)
+    out = _sub(_SMS_CODE_RE, secret_part("secret", weak=True), out)
+    out = _sub(_YOUR_CODE_RE, secret_part("secret", weak=True), out)
     return Redaction(text=out.decode(), kinds=list(kinds))
 
 

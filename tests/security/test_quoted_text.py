@@ -301,7 +301,8 @@ def test_summary_labels_what_the_assistant_relays_from_a_tool() -> None:
         (Role.assistant, "The supplier portal says your new payment account is CH93 0076 2011 6238 5295 7."),
     )
     text = summarize(t).text
-    relayed = pieces_with(text, "CH93")
+    assert "CH93 0076" not in text  # an IBAN is redacted by its checksum, labelled or not
+    relayed = pieces_with(text, "payment account")
     assert relayed, text
     assert all(RELAYED_EN in p for p in relayed), text
 
@@ -320,7 +321,8 @@ def test_summary_labels_pasted_material_the_same_way() -> None:
     text = summarize(asked_about(SCAM_EMAIL)).text
     assert "User asked: " in text
     assert "scam" in text
-    pasted = pieces_with(text, RENT_ACCOUNT)
+    assert RENT_ACCOUNT not in text  # "account NL91…" names an account number: redacted
+    pasted = pieces_with(text, "send the rent")
     assert pasted, text
     assert all(RELAYED_EN in p for p in pasted), text
     text = summarize(asked_about(ZH_EMAIL_SAYS, "这很可能是诈骗，不要转账。")).text
