@@ -1,6 +1,6 @@
 """What the secret redactor lets through, on chat messages written to probe it (security, issue #10's redactor).
 
-    .venv/bin/python bench/secrets.py [FILES...] [--half dev|val] [--show]
+    .venv/bin/python bench/secret_probe.py [FILES...] [--half dev|val] [--show]
 
 Each line of a probe file (default: `bench/data/secrets_probe_v1.jsonl` and `secrets_probe_v2.jsonl`) is a message
 a person might type to an assistant, with the one credential or personal identifier in it (`secret`, copied
