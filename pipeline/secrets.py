@@ -107,7 +107,7 @@ _FOR_WHAT = r"(?:[" + _WS + r"]+(?:for|to|of|on)(?:[" + _WS + r"]+[A-Za-z0-9'’
 # `\b` on both sides: the "is" ending "this" ("password for this site") is no cue.
 _STRONG_CUE = r"(?:\b(?:is|was)\b|[=:：是为])"
 _PASSWORD_PROSE_RE = re2.compile(
-    r"(?i)(?:" + _KW_ZH + r"[^" + _WS + r"，。,.;；!?！？:：=是为]{0,8}?" + _SP + r"(?:是|为|:|：|=)" + _SP + r"|"
+    r"(?i)(?:" + _KW_ZH + r"(?:[0-9]{1,2}位|（[^）]{1,8}）|\([^)]{1,8}\))?" + _SP + r"(?:是|为|:|：|=)" + _SP + r"|"
     r"\b" + _KW_EN + _FOR_WHAT + _SP + _STRONG_CUE + _SP + r"[\"'“]?)"
     r"(?P<secret>[^" + _WS + r"\"'”，。,;；]{4,})"
 )
@@ -119,17 +119,18 @@ _PASSWORD_WEAK_RE = re2.compile(
     + _SP
     + r"|\b(?:password|passwd|psswd|pswd|passcode|passphrase|pwd|pw|pin)[ \t]+"
     + r"|\b(?:pass|psswd|pswd)(?:[ \t]+(?:is|was)[ \t]+|[ \t]*[:：=][ \t]*)"
-    + r"|\b(?:wi-?fi|network|wpa2?|wireless)?[ \t]*key[ \t]*[:：=][ \t]*"
+    + r"|\b(?:wi-?fi|network|wpa2?|wireless|router)[ \t]+key[ \t]*[:：=]?[ \t]*"
     + r"|"
     + _KW_ZH
     + r"[ \t\x{3000}]*)"
     + _WEAK_SECRET
 )
-# A login given as a pair, user then password: "login is admin / …", "the creds are root / …", "user admin, …",
-# "账号密码 admin / …". Applied after the keyword cues, so "login: bob / pass: …" loses its password to "pass:".
+# A login given as a pair, user then password: "login is admin / …", "the creds are root / …", "账号密码 admin / …".
+# The user is one ASCII token and the two are split by a slash: Chinese runs its words together, and "账号粉丝有两万多，
+# 2024年…" is no login. Applied after the keyword cues, so "login: bob / pass: …" loses its password to "pass:".
 _LOGIN_PAIR_RE = re2.compile(
     r"(?i)(?:\b(?:login|log-in|creds|credentials|user(?:name)?)(?:[ \t]+(?:is|are)|[ \t]*[:：])?[ \t]+"
-    + r"|(?:账号|帐号|用户名|登录名)(?:和?密码)?(?:是|为|[:：])?[ \t]*)[^\s/,，]{1,40}(?:[ \t]*/[ \t]*|[,，][ \t]*)"
+    + r"|(?:账号|帐号|用户名|登录名)(?:和?密码)?(?:是|为|[:：])?[ \t]*)[A-Za-z0-9_.@+\-]{1,40}[ \t]*/[ \t]*"
     + _WEAK_SECRET
 )
 # Codes that open something: a door, gate or alarm code, a one-time or verification code, a card's security
