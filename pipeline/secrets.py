@@ -9,8 +9,9 @@ This runs on the API's request thread for caller-controlled text, so every detec
 linear in the input. The unbounded patterns run on RE2 (`re2`, google-re2), which guarantees that; RE2
 has no look-around, so "not preceded/followed by" conditions are checked in Python on the neighbouring
 character, and a required-but-kept suffix (the `@` of a URL credential) is consumed and put back.
-Two patterns stay on Python's `re` because every repetition in them is bounded (a card number is at
-most 19 digits), so each start position costs a constant: `_CARD_RE`, and `MARKER_RE`, which has no
+A few patterns stay on Python's `re` because every repetition in them is bounded (a card number is at
+most 19 digits, an IBAN 34 characters), so each start position costs a constant: `_CARD_RE`, `_IBAN_RE` and the
+card's group checks, and `MARKER_RE`, which has no
 backtracking to do (a literal prefix, then one character class that cannot contain its terminator).
 
 Known differences from the earlier backtracking patterns, all at odd edges:
@@ -146,13 +147,16 @@ _ACCESS_CODE_RE = re2.compile(
     r"(?P<secret>[0-9]{1,3}(?: [0-9]{1,3}){1,7}\b|#?[A-Za-z]{0,3}-?[0-9][!#$%&()*+\-.0-9<=>?@A-Z\[\]^_a-z{|}~]{1,})"
 )
 # A code said in an SMS's words: "G-582044 is your Google verification code", "您的验证码是" (the cue above),
-# "G-739204 是您的 Google 验证码", "your Uber code: 3307".
+# "G-739204 是您的 Google 验证码", "your Uber code: 3307". Between "your" and "code" only a capitalised name and a
+# word that says what the code is for: "your zip code is 10001" stays.
 _SMS_CODE_RE = re2.compile(
-    r"(?i)(?P<secret>\b(?:[A-Z]-)?[0-9]{4,8})[ \t]*(?:is your|是您的|为您的|是你的)[ \t]*(?:[A-Za-z]+[ \t]+){0,2}"
-    r"(?:verification |login |security |one-time |confirmation )?(?:code|验证码|确认码|动态码)"
+    r"(?P<secret>\b(?:[A-Z]-)?[0-9]{4,8})[ \t]*(?:(?i:is your)|是您的|为您的|是你的)[ \t]*(?:[A-Z][A-Za-z]+[ \t]*)?"
+    r"(?i:(?:verification|login|security|one-time|confirmation|access|sign-in)[ \t]+)?(?i:code|验证码|确认码|动态码)"
 )
 _YOUR_CODE_RE = re2.compile(
-    r"(?i)\byour[ \t]+(?:[A-Za-z]+[ \t]+){0,2}code(?:[ \t]+is|[ \t]*[:：])[ \t]*(?P<secret>(?:[A-Z]-)?[0-9]{4,8})\b"
+    r"\b(?i:your)[ \t]+(?:[A-Z][A-Za-z]+[ \t]+)?"
+    r"(?i:(?:verification|login|security|one-time|confirmation|access|sign-in)[ \t]+)?(?i:code)"
+    r"(?:[ \t]+is|[ \t]*[:：])[ \t]*(?P<secret>(?:[A-Z]-)?[0-9]{4,8})\b"
 )
 # A database login in Oracle's form, user/password@host ("scott/T1ger2024@//orahost:1521/ORCL"): the host is followed
 # by a port or a path, so a mail address after a slash ("and/or@example.com") is none.
@@ -174,8 +178,9 @@ _CN_ID_RE = re2.compile(
 )
 # A number that its label names as an account or a personal identifier: "card number 4111 …" (whatever its
 # checksum), "sort code 20-45-67", "SSN 123-45-6789", "passport no. E1234567", "IBAN GB29 NWBK …", "卡号 6222 …",
-# "护照号 E1234…", "社保卡号 …". The label decides, not the shape: an order or phone number has no such label. English
-# nouns that also mean other things (card, account, licence) count only with "number", "no." or "#" after them.
+# "护照号 E1234…", "社保卡号 …". The label decides, not the shape: an order or phone number has no such label. "card"
+# counts only with "number", "no." or "#" after it; "account", "routing" and "licence" count alone, because the value
+# must follow at once (or after "is" / ":") and hold six digits ("my account is locked since 2024" stays).
 _ID_CUE_EN = (
     r"(?i:\b(?:(?:card|account|acct|routing|licen[cs]e|national insurance|social security|social insurance|"
     r"tax(?:payer)?|tax file|nhs|ni|medicare|medical record|health card|insurance|member(?:ship)?|policy)"
@@ -374,7 +379,9 @@ def _is_iban(candidate: str) -> bool:
     return int("".join(str(int(c, 36)) for c in rearranged)) % 97 == 1
 
 
-_MORE_GROUPS_RE = re.compile(r"[ \-]\d{2,}")
+_MORE_GROUPS_RE = re.compile(r"[ \-]\d{4}[ \-]\d{2,}")
+"""Two more groups after a card's four: a longer grouped number (a 22-digit tracking number), not a card followed
+by its expiry ("12/27"), its CVV or a PIN."""
 CARD_MIN_DIGITS = 14
 """Digits of a card number found by its shape alone: 13-digit cards are long gone, and a 13-digit run that passes the
 checksum is far likelier a barcode (EAN-13) or an ISBN."""
@@ -499,9 +506,16 @@ def redact_secrets(text: str) -> Redaction:
         return data[start:g_start] + note("phone_number") + data[g_end:end]
 
     def card(m: re.Match[str]) -> str:
+        found = m.group(0)
         if _MORE_GROUPS_RE.match(m.string, m.end()):
-            return m.group(0)  # the first digits of a longer grouped number (a 22-digit tracking number)
-        return note("card_number").decode() if _is_card(m.group(0)) else m.group(0)
+            return found  # the first digits of a longer grouped number
+        if _is_card(found):
+            return note("card_number").decode()
+        lead = _CARD_GROUPS_RE.match(found)
+        if lead and found[lead.end() : lead.end() + 1] in (" ", "-") and m.string[m.end() : m.end() + 1] == "/":
+            # a card with its expiry after it ("… 6467 12/27"): the run read on into the month
+            return note("card_number").decode() + found[lead.end() :]
+        return found
 
     def token(data: bytes, start: int, end: int, g_start: int, g_end: int) -> bytes:
         found = data[start:end]
