@@ -112,7 +112,9 @@ _PASSWORD_PROSE_RE = re2.compile(
     r"\b" + _KW_EN + _FOR_WHAT + _SP + _STRONG_CUE + _SP + r"[\"'“]?)"
     r"(?P<secret>[^" + _WS + r"\"'”，。,;；]{4,})"
 )
-_WEAK_SECRET = r"(?P<secret>[A-Za-z0-9][!#$%&()*+\-.0-9<=>?@A-Z\[\]^_a-z{|}~]{3,})"
+_CREDENTIAL_CHARS = r"[!#$%&()*+\-.0-9<=>?@A-Z\[\]^_a-z{|}~]"
+"""What a typed credential after a weak cue is made of: printable ASCII without quotes, commas, ":" or "/"."""
+_WEAK_SECRET = r"(?P<secret>[A-Za-z0-9]" + _CREDENTIAL_CHARS + r"{3,})"
 _PASSWORD_WEAK_RE = re2.compile(
     r"(?i)(?:\b(?:password|passwd|passcode|passphrase|pin)"
     + _SP
@@ -144,7 +146,7 @@ _ACCESS_CODE_RE = re2.compile(
     r"|门禁码|门禁卡?密码|取件码|开锁码|确认码|验证码|校验码|动态码|otp码|号码锁|密码锁|安全码"
     r"|背面[^，。,.!?！？]{0,8}?后三位)"
     r"(?:[ \t]+(?:for|to|of|on)(?:[ \t]+[A-Za-z'’]+){1,3}?)?(?:[ \t]+is|[ \t]*[:：=是为])?[ \t]*"
-    r"(?P<secret>[0-9]{1,3}(?: [0-9]{1,3}){1,7}\b|#?[A-Za-z]{0,3}-?[0-9][!#$%&()*+\-.0-9<=>?@A-Z\[\]^_a-z{|}~]{1,})"
+    r"(?P<secret>[0-9]{1,3}(?: [0-9]{1,3}){1,7}\b|#?[A-Za-z]{0,3}-?[0-9]" + _CREDENTIAL_CHARS + r"{1,})"
 )
 # A code said in an SMS's words: "G-582044 is your Google verification code", "您的验证码是" (the cue above),
 # "G-739204 是您的 Google 验证码", "your Uber code: 3307". Between "your" and "code" only a capitalised name and a
@@ -517,6 +519,9 @@ def redact_secrets(text: str) -> Redaction:
             return note("card_number").decode() + found[lead.end() :]
         return found
 
+    def iban(m: re.Match[str]) -> str:
+        return note("id_number").decode() if _is_iban(m.group(0)) else m.group(0)
+
     def token(data: bytes, start: int, end: int, g_start: int, g_end: int) -> bytes:
         found = data[start:end]
         # In place of the look-ahead: padding glued to a following token character gives back one "=".
@@ -545,11 +550,9 @@ def redact_secrets(text: str) -> Redaction:
     # IDs and cards before the password cues, so "密码是 4539 1488 0343 6467" loses the whole number, not
     # only its first group.
     out = _sub(_CN_ID_RE, cn_id, out)
-    # The card pattern is Python `re` on str (Unicode digits); two extra copies of the text are cheap.
-    out = _CARD_RE.sub(card, out.decode()).encode()
-    out = _IBAN_RE.sub(
-        lambda m: note("id_number").decode() if _is_iban(m.group(0)) else m.group(0), out.decode()
-    ).encode()
+    # The card and IBAN patterns are Python `re` on str (Unicode digits); one decoded copy serves both.
+    decoded = _CARD_RE.sub(card, out.decode())
+    out = _IBAN_RE.sub(iban, decoded).encode()
     out = _sub(_LABELLED_ID_RE, labelled_id, out)
     for pattern in (_LABELLED_PHONE_RE, _INTL_PHONE_RE, _CN_MOBILE_RE, _NANP_PHONE_RE):
         out = _sub(pattern, phone, out)
