@@ -161,9 +161,11 @@ _YOUR_CODE_RE = re2.compile(
     r"(?:[ \t]+is|[ \t]*[:：])[ \t]*(?P<secret>(?:[A-Z]-)?[0-9]{4,8})\b"
 )
 # A database login in Oracle's form, user/password@host ("scott/T1ger2024@//orahost:1521/ORCL"): the host is followed
-# by a port or a path, so a mail address after a slash ("and/or@example.com") is none.
+# by a port or a path, so a mail address after a slash ("and/or@example.com") is none, and a port ends where its digits
+# do, so an image pinned by digest ("library/python3@sha256:4a5b…") is none either.
 _SLASH_LOGIN_RE = re2.compile(
-    r"\b[A-Za-z0-9_.$\-]{1,30}/(?P<secret>[^" + _WS + r"/@'\"]{4,})@(?://)?[A-Za-z0-9][A-Za-z0-9.\-]*(?::[0-9]+|/)"
+    r"\b[A-Za-z0-9_.$\-]{1,30}/(?P<secret>[^" + _WS + r"/@'\"]{4,})@(?://)?[A-Za-z0-9][A-Za-z0-9.\-]*"
+    r"(?::[0-9]+(?:[^0-9A-Za-z]|$)|/)"
 )
 # A wallet's recovery words after their name: twelve to twenty-four lower-case words.
 _SEED_PHRASE_RE = re2.compile(
@@ -239,6 +241,8 @@ PHONE_DIGITS = (7, 15)
 # Bounded (at most 19 digits, single-character look-around): constant work per start, so linear on `re`.
 _CARD_RE = re.compile(r"(?<![\d\-])(?:\d[ \-]?){12,18}\d(?![\d\-])")
 # A maximal run of token characters; what may precede and follow it is checked by `token` in redact_secrets.
+_DIGEST_LEAD_RE = re.compile(rb"(?i)(?<![a-z0-9])(?:sha(?:1|224|256|384|512)|md5|blake2[bs]?)[:=]$")
+_HEX_RE = re.compile(rb"[0-9a-fA-F]+")
 _TOKEN_RE = re2.compile(r"[A-Za-z0-9_\-+/]{24,}={0,2}")
 # Byte values, compared with `data[i]`: matching runs on UTF-8 bytes (see `_sub`).
 _ASCII_ALNUM = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
@@ -530,6 +534,9 @@ def redact_secrets(text: str) -> Redaction:
             found, give_back = found[:-1], b"="
         # In place of the look-behind: a run right after "." is part of a dotted name or path; only what
         # follows a "+" inside it (a start the look-behind allowed) may still be a token.
+        # A content hash in its own notation ("sha256:4a5b…", "md5=…") names a file or an image; it opens nothing.
+        if _DIGEST_LEAD_RE.search(data[max(0, start - 8) : start]) and _HEX_RE.fullmatch(found):
+            return found + give_back
         lead = b""
         if start > 0 and data[start - 1] == ord("."):
             cut = found.find(b"+") + 1

@@ -39,6 +39,8 @@ from pipeline.secrets import redact_secrets
         ("my aadhaar is 2841 7730 9165", "2841 7730 9165", "id_number"),
         ("broker is redis://:rEd1s-Pass@10.0.0.7:6379/0", "rEd1s-Pass", "password"),
         ("jdbc:oracle:thin:app/Pine2031x@//db1:1521/XE in the yml", "Pine2031x", "password"),
+        ("api key 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", "9f86d081884c7d", "token"),
+        ("sha256:Ab9Kx2mQ7pLz8RtY4wVn3JcH6sDf is not hex", "Ab9Kx2mQ7pLz8RtY4wVn3JcH6sDf", "token"),
         ("pw kettle77kettle lol", "kettle77kettle", "password"),
         ("the pass is Maple&Birch1987 if it matters", "Maple&Birch1987", "password"),
         ("guest SSID CafeNord, wifi key: flat-white-2031", "flat-white-2031", "password"),
@@ -170,6 +172,9 @@ def test_high_entropy_token() -> None:
         "I have a card with 500000 points",
         "the account number 12345 is too short to be one",
         "会员卡 12 张",
+        "pin it: docker pull library/python3@sha256:4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6e7f8a9b0c1d2e3f4a5b",
+        "checksum sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 matches",
+        "ghcr.io/acme/api-v2@sha256:0123abcd0123abcd0123abcd0123abcd0123abcd0123abcd0123abcd0123abcd",
     ],
 )
 def test_ordinary_text_is_left_alone(text: str) -> None:
