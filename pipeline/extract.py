@@ -117,12 +117,67 @@ class _Context:
     """The current turn's questions and requests: what a change that names only its old value moved to."""
     answering: bool = False
     """Whether the current user turn follows a question of the assistant's (a lone noun there is an answer)."""
+    offered: frozenset[str] = frozenset()
+    """The words the assistant's last turn brought up without asking the user anything ("would you like pasta salad
+    or a grain bowl?"), less the words the user said before (`offer_words`)."""
     record_wrong: bool = False
     """The current turn said the record is wrong ("你记错了", "you've got that wrong") and no fact of the user's
     followed yet: the next one replaces what was held."""
 
 
 # --- small helpers ---------------------------------------------------------------------------------------
+
+
+_OFFER_RE = re.compile(
+    r"\b(?:would you like|would you prefer|do you want|want me to|shall i|should i)\b|要不要|你想要|你要不",
+    re.I,
+)
+"""An offer for the moment put as a question ("would you like…?", "要不要…？"): a question, but not about the user."""
+_ASKS_ABOUT_USER_RE = re.compile(
+    r"\b(?:do|did|does|are|were|have|had|would|will|can|could) you\b[^.!?]{0,200}\?|\byour\b[^.!?]{0,200}\?|"
+    r"\b(?:what|which|where|how|who)\b[^.!?]{0,80}\byou\b[^.!?]{0,200}\?|[你您][^。！？!?]{0,60}[?？吗呢]",
+    re.I,
+)
+"""A question put to the user ("do you…?", "what's your…?", "你平时喝什么？"): what answers it may be a fact of theirs.
+An assistant turn without one (a suggestion, a recommendation, an offer) brings up things the user may pick from."""
+_ACCEPT_WORDS = frozenset(
+    "perfect great sounds good fine please pls thanks thank that this one the then sure yes yeah yep okay "  # noqa: SIM905
+    "let's lets with and for it's its works go gonna will take".split()
+)
+"""Words that accept whatever was offered ("…, perfect", "… it is", "… pls"): no part of what was picked."""
+_ZH_ACCEPT_RE = re.compile(r"好的|就|吧|那|呢|啊|了|要|选|个|这|行|可以|谢谢?|用")
+_ZH_PICK_RE = re.compile(r"吧[。！!~～]*$|^(?:那|那就|就|好，?就?|行，?就?)|就(?:它|这个|那个|选|要|用)")
+"""How Chinese marks a pick ("…吧", "那就…", "就这个"): Chinese leaves the subject out of most statements, so a
+clause without "我" is no pick by itself."""
+
+
+def _content_tokens(text: str) -> set[str]:
+    """Latin words of three letters or more and Chinese character pairs, without the words of an acceptance."""
+    low = normalize(text).lower()
+    words = {w for w in re.findall(r"[a-z][a-z'+#\-]{2,}", low) if w not in _ACCEPT_WORDS}
+    han = "".join(c for c in _ZH_ACCEPT_RE.sub(" ", low) if has_cjk(c) or c == " ")
+    return words | {a + b for part in han.split() for a, b in zip(part, part[1:], strict=False)}
+
+
+def offer_words(assistant_text: str) -> frozenset[str]:
+    """The content words of an assistant turn that puts no question to the user (a suggestion, a recommendation,
+    "would you like…?"), or none: after a question about the user, a reply in its words is an answer."""
+    if _ASKS_ABOUT_USER_RE.search(_OFFER_RE.sub("", assistant_text)):
+        return frozenset()
+    return frozenset(_content_tokens(assistant_text))
+
+
+def takes_offer(clause: str, offered: frozenset[str]) -> bool:
+    """Whether a clause of the user's picks what the assistant brought up: it names no one, and most of its words
+    are the assistant's ("oat milk, perfect" after "would you like oat milk or soy?", "one with 4 compartments pls"
+    after a recommendation of lunch boxes). A clause with its own subject ("I always take oat milk"), a decision
+    ("let's go with Postgres") or a change says more than a pick."""
+    if _FIRST_PERSON_RE.search(clause) or has_change_cue(clause) or _is_decision(clause):
+        return False
+    if has_cjk(clause) and not _ZH_PICK_RE.search(clause):
+        return False
+    words = _content_tokens(clause)
+    return bool(words) and len(words & offered) * 2 >= len(words)
 
 
 def _slug(text: str) -> str:
@@ -1216,6 +1271,8 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
             or (not ctx.answering and _zh_lone_noun(clause))
         ):
             continue
+        if ctx.offered and takes_offer(clause, ctx.offered):
+            continue  # "pasta salad it is", "燕麦奶吧": a pick from what the assistant offered, for now
         if unreal:
             if not _REALIS_RE.match(clause):
                 continue  # the consequence of the condition before is not the case either
@@ -2699,6 +2756,7 @@ def extract_facts(transcript: Transcript, judge: SlotJudge | None = None) -> lis
     )
     last_assistant: Turn | None = None
     earlier: list[str] = []  # the user's turns so far, as resolved
+    said: set[str] = set()  # the content words of the user's turns so far
     for turn in transcript.turns:
         if turn.role is Role.assistant:
             last_assistant = turn
@@ -2720,6 +2778,10 @@ def extract_facts(transcript: Transcript, judge: SlotJudge | None = None) -> lis
         if last_assistant is not None and reply_kind(text) == "confirm":
             _lift_confirmed_claims(last_assistant, turn, ctx)
         ctx.answering = last_assistant is not None and bool(re.search(r"[?？]", last_assistant.content))
+        # What the assistant brought up, not what it repeated back: a word the user said before is the user's own
+        # ("I'm taking the bar exam and the ethics exam" ... "the bar exam first, ethics in spring").
+        ctx.offered = offer_words(last_assistant.content) - said if last_assistant is not None else frozenset()
+        said |= _content_tokens(text)
         text = _resolve_reply(text, earlier, last_assistant)
         earlier.append(text)
         last_assistant = None

@@ -430,6 +430,28 @@ def test_a_reply_that_answers_nothing_gets_no_topic() -> None:
     assert all(f.turn_ids == ["t1"] for f in guitar)
 
 
+def test_a_pick_from_what_the_assistant_offered_is_no_fact_but_an_answer_about_how_one_lives_is() -> None:
+    def kept(assistant: str, user: str) -> list[str]:
+        return [f.value for f in _active(extract_facts(_transcript(("assistant", assistant), ("user", user))))]
+
+    # An offer for the moment, and a reply made of its words: a pick, not how the user lives.
+    assert not kept("Would you like pasta salad or a grain bowl for the picnic?", "pasta salad it is")
+    assert not kept("Would you like oat milk or soy milk in the latte recipe?", "oat milk, perfect")
+    assert not kept("要不要试试燕麦奶还是豆奶？", "燕麦奶吧")
+    # The same words after a question about the user's ways, or said with the user as subject, or beside a fact
+    # of their own, are kept.
+    assert any("oat milk" in v for v in kept("Do you prefer oat milk or soy milk?", "oat milk, always"))
+    assert any("oat milk" in v for v in kept("Would you like oat milk?", "I always take oat milk"))
+    assert any("杭州" in v for v in kept("要不要我帮你推荐几家杭州的餐厅？", "好啊，我住在杭州西湖区"))
+    assert any("Leeds" in v for v in kept("Would you like me to draft a bio?", "Freelance illustrator, based in Leeds"))
+    # What the assistant only repeated back is the user's own: the reply in those words is kept.
+    told = ("user", "I signed up for pottery and a life drawing class at the community center")
+    echoed = ("assistant", "Pottery and life drawing complement each other nicely.")
+    reply = ("user", "pottery on tuesdays, life drawing on thursdays")
+    assert not [f for f in _active(extract_facts(_transcript(echoed, reply))) if "tuesdays" in f.value]
+    assert [f for f in _active(extract_facts(_transcript(told, echoed, reply))) if "tuesdays" in f.value]
+
+
 def test_a_decision_keyed_by_its_own_attribute_is_still_kept() -> None:
     facts = extract_facts(
         _transcript(("user", "MySQL or Postgres?"), ("assistant", "Postgres."), ("user", "ok, let's go with Postgres."))
