@@ -159,12 +159,18 @@ def _content_tokens(text: str) -> set[str]:
     return words | {a + b for part in han.split() for a, b in zip(part, part[1:], strict=False)}
 
 
+OFFER_TAIL_CHARS = 2_000
+"""What `offer_words` reads of an assistant turn: its end, where the offer or the question a reply answers stands (and
+the cost stays bounded on a turn of 32,000 characters)."""
+
+
 def offer_words(assistant_text: str) -> frozenset[str]:
     """The content words of an assistant turn that puts no question to the user (a suggestion, a recommendation,
     "would you like…?"), or none: after a question about the user, a reply in its words is an answer."""
-    if _ASKS_ABOUT_USER_RE.search(_OFFER_RE.sub("", assistant_text)):
+    tail = assistant_text[-OFFER_TAIL_CHARS:]
+    if _ASKS_ABOUT_USER_RE.search(_OFFER_RE.sub("", tail)):
         return frozenset()
-    return frozenset(_content_tokens(assistant_text))
+    return frozenset(_content_tokens(tail))
 
 
 def takes_offer(clause: str, offered: frozenset[str]) -> bool:

@@ -303,3 +303,12 @@ def test_what_a_change_ends_is_read_in_linear_time_on_values_at_the_write_limit(
         return _replaced_terms(value)
 
     assert _best_of_3(read) < 0.05
+
+
+@pytest.mark.parametrize("unit", ["do you ", "what you ", "your ", "你", "you you you what ", "would you like "])
+def test_what_an_assistant_turn_offers_is_read_in_bounded_time(unit: str) -> None:
+    """Every user turn reads the assistant turn before it for an offer (`offer_words`); a hostile one at the size
+    limit must not make the worker scan it from every position."""
+    from pipeline.extract import offer_words
+
+    assert _best_of_3(lambda: offer_words(_fill(unit))) < 0.05
