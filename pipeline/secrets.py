@@ -167,6 +167,11 @@ _SLASH_LOGIN_RE = re2.compile(
     r"\b[A-Za-z0-9_.$\-]{1,30}/(?P<secret>[^" + _WS + r"/@'\"]{4,})@(?://)?[A-Za-z0-9][A-Za-z0-9.\-]*"
     r"(?::[0-9]+(?:[^0-9A-Za-z]|$)|/)"
 )
+# Go's MySQL DSN, user:password@tcp(host:port)/db ("app:AppPw_77@tcp(127.0.0.1:3306)/blog"): no scheme before it.
+_GO_DSN_RE = re2.compile(r"\b[A-Za-z0-9_.\-]{1,40}:(?P<secret>[^" + _WS + r"@'\"/:]{1,})@(?:tcp|udp|unix)\(")
+# India's PAN (tax ID) by its fixed shape: five letters, the fourth the holder's kind (P person, C company, …), four
+# digits, a letter ("ABKPT4821L"). A product code of that exact shape is rare.
+_PAN_RE = re2.compile(r"\b[A-Z]{3}[PCHFATBLJG][A-Z][0-9]{4}[A-Z]\b")
 # A wallet's recovery words after their name: twelve to twenty-four lower-case words.
 _SEED_PHRASE_RE = re2.compile(
     r"(?i)(?:\b(?:seed|recovery|secret|backup|mnemonic)[ \t]+(?:phrase|words)|\bmnemonic|助记词)"
@@ -197,12 +202,28 @@ _ID_CUE_EN = (
 )
 _ID_CUE_ZH = (
     r"(?:银行卡|信用卡|储蓄卡|借记卡|卡|银行账户|账户|帐户|账号|帐号|护照|通行证|社保卡?|医保卡?|驾照|驾驶证|税号"
-    r"|纳税人识别|身份证)(?:档案)?(?:号码|编号|号)?(?:（[^）]{0,8}）|\([^)]{0,8}\))?"
+    r"|纳税人识别|身份证)(?:档案)?(?:号码|编号|字号|号)?(?:（[^）]{0,8}）|\([^)]{0,8}\))?"
 )
 # The value: groups of capitals and digits ("GB29 NWBK 6016", "20-45-67"), so a lower-case word ends it; the
 # callback keeps only the groups up to the last one with a digit, and only when they hold six digits or more.
 _LABELLED_ID_RE = re2.compile(
-    r"(?:" + _ID_CUE_EN + "|" + _ID_CUE_ZH + r")" + _SP + r"(?:(?i:is|was)" + _SP + r"|[:：=#是为]" + _SP + r")?"
+    r"(?:"
+    + _ID_CUE_EN
+    + "|"
+    + _ID_CUE_ZH
+    + r")"
+    + _SP
+    + r"(?:(?i:is|was)"
+    + _SP
+    + r"|[:：=#是为]"
+    + _SP
+    + r"|(?:[#:：]?,)?"
+    + _SP
+    + r"(?i:it's|it is|its)"
+    + _SP
+    + r"|(?:填写?|写)(?:的是)?"
+    + _SP
+    + r")?"
     r"(?P<secret>[A-Z0-9]+(?:[ \-.][A-Z0-9]+){0,8}(?:\([0-9A-Z]\))?)"
 )
 LABELLED_ID_MIN_DIGITS = 6
@@ -388,6 +409,12 @@ def _is_iban(candidate: str) -> bool:
 _MORE_GROUPS_RE = re.compile(r"[ \-]\d{4}[ \-]\d{2,}")
 """Two more groups after a card's four: a longer grouped number (a 22-digit tracking number), not a card followed
 by its expiry ("12/27"), its CVV or a PIN."""
+_CARD_CUE_RE = re.compile(
+    r"(?i)(?:\bvisa|master ?card|\bamex|american express|\bdiscover|\bjcb|union ?pay|\bdiners|\bmaestro|\bcard"
+    r"|卡号|信用卡|银行卡|储蓄卡|借记卡|银联)(?:[\s:：#=,，.\-]|number|num|no|is|was|details|号码|号|是|为){0,8}$"
+)
+"""A card named just before a number of 15 or 16 digits ("JCB 3519…", "card number: …", "信用卡号是 …"), with nothing
+but a label word between: a card, whatever its checksum (a mistyped card number is still one)."""
 CARD_MIN_DIGITS = 14
 """Digits of a card number found by its shape alone: 13-digit cards are long gone, and a 13-digit run that passes the
 checksum is far likelier a barcode (EAN-13) or an ISBN."""
@@ -515,7 +542,10 @@ def redact_secrets(text: str) -> Redaction:
         found = m.group(0)
         if _MORE_GROUPS_RE.match(m.string, m.end()):
             return found  # the first digits of a longer grouped number
-        if _is_card(found):
+        digits = sum(c.isdecimal() for c in found)
+        if _is_card(found) or (
+            15 <= digits <= 16 and _CARD_CUE_RE.search(m.string, max(0, m.start() - 32), m.start()) is not None
+        ):
             return note("card_number").decode()
         lead = _CARD_GROUPS_RE.match(found)
         if lead and found[lead.end() : lead.end() + 1] in (" ", "-") and m.string[m.end() : m.end() + 1] == "/":
@@ -552,6 +582,7 @@ def redact_secrets(text: str) -> Redaction:
         out = _sub(pattern, whole(kind), out)
     out = _sub(_URL_CRED_RE, secret_part("password"), out)
     out = _sub(_SLASH_LOGIN_RE, secret_part("password", weak=True), out)
+    out = _sub(_GO_DSN_RE, secret_part("password"), out)
     out = _sub(_SEED_PHRASE_RE, secret_part("private_key"), out)
     out = _sub(_BEARER_RE, secret_part("token"), out)
     # IDs and cards before the password cues, so "密码是 4539 1488 0343 6467" loses the whole number, not
@@ -561,6 +592,7 @@ def redact_secrets(text: str) -> Redaction:
     decoded = _CARD_RE.sub(card, out.decode())
     out = _IBAN_RE.sub(iban, decoded).encode()
     out = _sub(_LABELLED_ID_RE, labelled_id, out)
+    out = _sub(_PAN_RE, whole("id_number"), out)
     for pattern in (_LABELLED_PHONE_RE, _INTL_PHONE_RE, _CN_MOBILE_RE, _NANP_PHONE_RE):
         out = _sub(pattern, phone, out)
     out = _sub(_PASSWORD_PROSE_RE, secret_part("password"), out)
