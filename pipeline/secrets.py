@@ -151,13 +151,15 @@ _ACCESS_CODE_RE = re2.compile(
 # A code said in an SMS's words: "G-582044 is your Google verification code", "您的验证码是" (the cue above),
 # "G-739204 是您的 Google 验证码", "your Uber code: 3307". Between "your" and "code" only a capitalised name and a
 # word that says what the code is for: "your zip code is 10001" stays.
+_CODE_PURPOSE = r"(?i:(?:verification|login|security|one-time|confirmation|access|sign-in)[ \t]+)?"
+"""The word an SMS puts before "code" to say what it is for (optional)."""
 _SMS_CODE_RE = re2.compile(
     r"(?P<secret>\b(?:[A-Z]-)?[0-9]{4,8})[ \t]*(?:(?i:is your)|是您的|为您的|是你的)[ \t]*(?:[A-Z][A-Za-z]+[ \t]*)?"
-    r"(?i:(?:verification|login|security|one-time|confirmation|access|sign-in)[ \t]+)?(?i:code|验证码|确认码|动态码)"
+    + _CODE_PURPOSE
+    + r"(?i:code|验证码|确认码|动态码)"
 )
 _YOUR_CODE_RE = re2.compile(
-    r"\b(?i:your)[ \t]+(?:[A-Z][A-Za-z]+[ \t]+)?"
-    r"(?i:(?:verification|login|security|one-time|confirmation|access|sign-in)[ \t]+)?(?i:code)"
+    r"\b(?i:your)[ \t]+(?:[A-Z][A-Za-z]+[ \t]+)?" + _CODE_PURPOSE + r"(?i:code)"
     r"(?:[ \t]+is|[ \t]*[:：])[ \t]*(?P<secret>(?:[A-Z]-)?[0-9]{4,8})\b"
 )
 # A database login in Oracle's form, user/password@host ("scott/T1ger2024@//orahost:1521/ORCL"): the host is followed
@@ -204,28 +206,18 @@ _ID_CUE_ZH = (
     r"(?:银行卡|信用卡|储蓄卡|借记卡|卡|银行账户|账户|帐户|账号|帐号|护照|通行证|社保卡?|医保卡?|驾照|驾驶证|税号"
     r"|纳税人识别|身份证)(?:档案)?(?:号码|编号|字号|号)?(?:（[^）]{0,8}）|\([^)]{0,8}\))?"
 )
+# What may stand between a label and its value: "is", ":" or "#", ", it's" ("Passport #, it's …"), 填 or 写
+# ("护照号填 …").
+_ID_CONNECTOR = (
+    r"(?:(?i:is|was)" + _SP + r"|[:：=#是为]" + _SP + r"|(?:[#:：]?,)?" + _SP + r"(?i:it's|it is|its)" + _SP
+    + r"|(?:填写?|写)(?:的是)?" + _SP + r")?"
+)  # fmt: skip
 # The value: groups of capitals and digits ("GB29 NWBK 6016", "20-45-67"), so a lower-case word ends it; the
 # callback keeps only the groups up to the last one with a digit, and only when they hold six digits or more.
 _LABELLED_ID_RE = re2.compile(
-    r"(?:"
-    + _ID_CUE_EN
-    + "|"
-    + _ID_CUE_ZH
-    + r")"
-    + _SP
-    + r"(?:(?i:is|was)"
-    + _SP
-    + r"|[:：=#是为]"
-    + _SP
-    + r"|(?:[#:：]?,)?"
-    + _SP
-    + r"(?i:it's|it is|its)"
-    + _SP
-    + r"|(?:填写?|写)(?:的是)?"
-    + _SP
-    + r")?"
-    r"(?P<secret>[A-Z0-9]+(?:[ \-.][A-Z0-9]+){0,8}(?:\([0-9A-Z]\))?)"
-)
+    r"(?:" + _ID_CUE_EN + "|" + _ID_CUE_ZH + r")" + _SP + _ID_CONNECTOR
+    + r"(?P<secret>[A-Z0-9]+(?:[ \-.][A-Z0-9]+){0,8}(?:\([0-9A-Z]\))?)"
+)  # fmt: skip
 LABELLED_ID_MIN_DIGITS = 6
 """Digits a labelled identifier holds, unless it is one mixed group of eight characters or more with three digits
 ("C4RF72XN9", a passport's)."""
@@ -562,11 +554,11 @@ def redact_secrets(text: str) -> Redaction:
         give_back = b""
         if found.endswith(b"=") and end < len(data) and data[end] in _TOKEN_NEIGHBOUR:
             found, give_back = found[:-1], b"="
-        # In place of the look-behind: a run right after "." is part of a dotted name or path; only what
-        # follows a "+" inside it (a start the look-behind allowed) may still be a token.
         # A content hash in its own notation ("sha256:4a5b…", "md5=…") names a file or an image; it opens nothing.
         if _DIGEST_LEAD_RE.search(data[max(0, start - 8) : start]) and _HEX_RE.fullmatch(found):
             return found + give_back
+        # In place of the look-behind: a run right after "." is part of a dotted name or path; only what
+        # follows a "+" inside it (a start the look-behind allowed) may still be a token.
         lead = b""
         if start > 0 and data[start - 1] == ord("."):
             cut = found.find(b"+") + 1
