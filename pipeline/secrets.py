@@ -128,6 +128,12 @@ _PASSWORD_WEAK_RE = re2.compile(
     + r"[ \t\x{3000}]*)"
     + _WEAK_SECRET
 )
+# A password or PIN given in brackets after its name, or a few words after it: "parental PIN (6262)", "the password on
+# the sticker (7HJK22QWPLM9)", "密码（Hx8866）". A weak cue: "my password (again)" stays.
+_BRACKETED_SECRET_RE = re2.compile(
+    r"(?i)(?:\b(?:password|passwd|passcode|passphrase|pin|pwd)(?:[ \t]+[A-Za-z'’]+){0,4}?|" + _KW_ZH + r")"
+    r"[ \t]*[(（][ \t]*(?P<secret>[A-Za-z0-9][!#$%&*+\-.0-9<=>?@A-Z^_a-z~]{3,39})[ \t]*[)）]"
+)
 # A login given as a pair, user then password: "login is admin / …", "the creds are root / …", "账号密码 admin / …".
 # The user is one ASCII token and the two are split by a slash: Chinese runs its words together, and "账号粉丝有两万多，
 # 2024年…" is no login. Applied after the keyword cues, so "login: bob / pass: …" loses its password to "pass:".
@@ -136,6 +142,8 @@ _LOGIN_PAIR_RE = re2.compile(
     + r"|(?:账号|帐号|用户名|登录名)(?:和?密码)?(?:是|为|[:：])?[ \t]*)[A-Za-z0-9_.@+\-]{1,40}[ \t]*/[ \t]*"
     + _WEAK_SECRET
 )
+# A note in brackets between a label and its value ("安全码（背面三位数）：408", "PIN (for the kids' tablet): 6262").
+_NOTE = r"(?:[ \t]*(?:（[^）\n]{1,12}）|\([^)\n]{1,24}\)))?"
 # Codes that open something: a door, gate or alarm code, a one-time or verification code, a card's security
 # code (CVV, three digits), 门禁码 / 取件码. A weak cue, like the password's: the value goes only when it is shaped
 # like a credential, so "the auth code flow" and "the code is in python" stay.
@@ -144,8 +152,9 @@ _ACCESS_CODE_RE = re2.compile(
     r"auth(?:entication)?|otp|security|unlock|recovery|backup|confirmation|login|sign[- ]?in|[0-9]-digit)[ \t]+code"
     r"|\b(?:lock(?:box)?|padlock|locker|safe)[ \t]+(?:combo|combination)|\b(?:cvv2?|cvc2?|csc|cid|otp|keypad)\b"
     r"|门禁码|门禁卡?密码|取件码|开锁码|确认码|验证码|校验码|动态码|otp码|号码锁|密码锁|安全码"
-    r"|背面[^，。,.!?！？]{0,8}?后三位)"
-    r"(?:[ \t]+(?:for|to|of|on)(?:[ \t]+[A-Za-z'’]+){1,3}?)?(?:[ \t]+is|[ \t]*[:：=是为])?[ \t]*"
+    r"|背面[^，。,.!?！？]{0,8}?后三位|\b(?:invite|invitation)[ \t]+code|邀请码)"
+    + _NOTE
+    + r"(?:[ \t]+(?:for|to|of|on)(?:[ \t]+[A-Za-z'’]+){1,3}?)?(?:[ \t]+is|[ \t]*[:：=是为])?[ \t]*"
     r"(?P<secret>[0-9]{1,3}(?: [0-9]{1,3}){1,7}\b|#?[A-Za-z]{0,3}-?[0-9]" + _CREDENTIAL_CHARS + r"{1,})"
 )
 # A code said in an SMS's words: "G-582044 is your Google verification code", "您的验证码是" (the cue above),
@@ -198,13 +207,14 @@ _ID_CUE_EN = (
     + _SP
     + r"(?:number|no\.?|num|#)|(?:iban|ssn|sin|passport|sort code|bsb|tin|social|acc|acct|ein|itin|utr|tfn|cpf"
     + r"|dl|driver'?s licen[cs]e|licen[cs]e|account|routing|aadhaar|nric|personnummer|bsn|steuer-?id|tax id"
+    + r"|vat|gst|abn|uen|(?:unified )?social credit code"
     + r"|national id|id (?:number|no\.?))(?:"
     + _SP
     + r"(?:number|no\.?|num|#))?))"
 )
 _ID_CUE_ZH = (
     r"(?:银行卡|信用卡|储蓄卡|借记卡|卡|银行账户|账户|帐户|账号|帐号|护照|通行证|社保卡?|医保卡?|驾照|驾驶证|税号"
-    r"|纳税人识别|身份证)(?:档案)?(?:号码|编号|字号|号)?(?:（[^）]{0,8}）|\([^)]{0,8}\))?"
+    r"|纳税人识别|身份证|营业执照(?:注册)?|(?:统一)?社会信用代码|组织机构代码)(?:档案)?(?:号码|编号|字号|号)?(?:（[^）]{0,8}）|\([^)]{0,8}\))?"
 )
 # What may stand between a label and its value: "is", ":" or "#", ", it's" ("Passport #, it's …"), 填 or 写
 # ("护照号填 …").
@@ -592,6 +602,7 @@ def redact_secrets(text: str) -> Redaction:
     out = _sub(_TOKEN_RE, token, out)
     # Last: a weak cue takes only what no sharper detector already claimed.
     out = _sub(_PASSWORD_WEAK_RE, secret_part("password", weak=True), out)
+    out = _sub(_BRACKETED_SECRET_RE, secret_part("password", weak=True), out)
     out = _sub(_LOGIN_PAIR_RE, secret_part("password", weak=True), out)
     out = _sub(_ACCESS_CODE_RE, secret_part("secret", weak=True), out)
     out = _sub(_SMS_CODE_RE, secret_part("secret", weak=True), out)
