@@ -100,6 +100,10 @@ class _Context:
 
     persons: dict[str, Subject] = field(default_factory=dict)
     last_person: Subject | None = None
+    referent: tuple[int, Subject] | None = None
+    """The one person the last sentence of a turn named (the turn's index, the person): who "him" / "her" / "他" in
+    a fact of the user's are when the sentence that says it names nobody ("My son Ravi has chess club. I collect him
+    at five")."""
     drafts: list[_Draft] = field(default_factory=list)
     speaker: str | None = None
     """In a conversation between several named people, the one speaking now: "I" is that person."""
@@ -1130,6 +1134,60 @@ def _without_echo(value: str) -> str:
     return _ZH_ECHO_RE.sub("", value) if has_cjk(value) else _EN_ECHO_RE.sub("", value)
 
 
+_MALE = frozenset(("brother", "brother_in_law", "father", "father_in_law", "husband", "nephew", "son", "uncle"))
+_FEMALE = frozenset(("aunt", "daughter", "mother", "mother_in_law", "niece", "sister", "sister_in_law", "wife"))
+_PLURAL = frozenset(("children", "parents", "in_laws", "grandparent"))
+_EN_HER_OBJECT_RE = re.compile(
+    r"\bher\b(?=\s*(?:[.,;:!?)]|$)|\s+(?:up|off|out|in|on|at|to|for|from|with|by|into|back|home|down|over|around|"
+    r"every|each|a|an|the|some|and|or|but|when|after|before|because|so|if|too|again|now|most|sometimes|twice|once|"
+    r"daily|weekly|\d)\b)",
+    re.I,
+)
+""""her" as an object ("pick her up", "drive her to school", "call her every day"), not a possessive ("her
+favourite meal")."""
+_ZH_THIRD_RE = re.compile(r"(?<![吉其利排自])([他她])(?![们人乡国山])")
+"""他 / 她 as a pronoun, not inside 吉他, 其他, 他人, 他们."""
+
+
+def _resolve_pronouns(value: str, person: Subject) -> str:
+    """A fact of the user's with "him", "her", "his" or 他 / 她 in it says who that is ("User collects him at five" →
+    "User collects Ravi at five", "用户每天接她放学" → "用户每天接乐乐放学"): a memory read a year later has no
+    sentence before it. Left as it is when the pronoun does not fit the person ("her" of a brother), or the person
+    has neither a name nor a single relation to the user."""
+    if person.is_user or person.relation in _PLURAL:
+        return value
+    named = person.name or (_ZH_RELATION_NOUN if has_cjk(value) else _RELATION_NOUN).get(person.relation)
+    if named and named in value:
+        return value  # "…, and the user's wife loves her garden": the value says who she is already
+    if has_cjk(value):
+        relation = _ZH_RELATION_NOUN.get(person.relation)
+        noun = person.name or (f"用户的{relation}" if relation else "")
+        if not noun:
+            return value
+        male = person.relation in _MALE
+        return _ZH_THIRD_RE.sub(lambda m: m.group(0) if m.group(1) == "她" and male else noun, value)
+    noun = person.name or (
+        f"the user's {_RELATION_NOUN[person.relation]}"
+        if person.relation in _RELATION_NOUN and person.relation != "person"
+        else ""
+    )
+    if not noun:
+        return value
+    if person.relation not in _FEMALE:
+        value = re.sub(r"\bhim\b", noun, value)
+        value = re.sub(r"\bhis\b", f"{noun}'s", value)
+    if person.relation not in _MALE:
+        value = _EN_HER_OBJECT_RE.sub(noun, value)
+        value = re.sub(r"\bher\b", f"{noun}'s", value)
+    return value
+
+
+def _note_named(person: Subject | None, named: list[Subject]) -> None:
+    """Note a person a clause named ("my colleague Tom", "我女儿乐乐") among those of its sentence."""
+    if person is not None and person is not OTHERS and not person.is_user and person not in named:
+        named.append(person)
+
+
 def _rewrite(text: str, subject: Subject, lang: Lang, key: str | None = None) -> str:
     """`text` in the third person. `key` (the memory's) says whether "we" is the user's team: only in a slot
     that a team can hold (`Slot.subjects`); without a key, as before, it is."""
@@ -1206,7 +1264,12 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
     # Short lead-ins before a colon ("两个习惯:", "Context first:") say nothing themselves; a label before a value
     # ("Deadline: March 14", "数据库：PostgreSQL 15") says what the value is of.
     # The label holds no "[": "my key is [REDACTED:api_key]" has no label, only a redaction marker's colon.
-    lead = re.match(r"^([^:\[]{1,14}):\s*(.{2,})$" if has_cjk(sentence) else r"^([^:\[]{1,32}):\s*(.{2,})$", sentence)
+    # A time's colon ("I pick her up at 6:15") ends no label.
+    lead = re.match(
+        r"^([^:\[]{1,14})(?:(?<!\d):|:(?!\d))\s*(.{2,})$" if has_cjk(sentence)
+        else r"^([^:\[]{1,32})(?:(?<!\d):|:(?!\d))\s*(.{2,})$",
+        sentence,
+    )  # fmt: skip
     if lead and _ENUMERATOR_RE.search(lead.group(1).strip()) and not _FIRST_PERSON_RE.search(lead.group(2)):
         return  # "Step 2: install node", "第一步：装 node": an item of a list is material for the task
     if lead:
@@ -1259,6 +1322,7 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
     corrections: set[str] = set()  # clauses that correct what was believed ("其实不过敏", "not allergic after all")
     passing = False  # a dated clause came before in this sentence: what follows may be about that event
     named_here: Subject | None = None  # the person the clause before named ("我有个儿子叫乐乐")
+    named_in_sentence: list[Subject] = []  # who "him" / "her" in a fact of the user's may be
     unreal = False  # a condition or a wish came before in this sentence: what follows is not the case
     judged_as: dict[str, str] = {}  # a clause the classifier read in another form (a Chinese change without its date)
     for raw in split_clauses(sentence):
@@ -1292,6 +1356,8 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         clause = _as_news(_as_event(_as_self_description(_said_for_me(clause))))
         known = ctx.last_person
         _note_people(clause, ctx)  # "I live with my husband, he's a doctor": "he" is the husband
+        if ctx.last_person is not known:
+            _note_named(ctx.last_person, named_in_sentence)
         just_named, named_here = named_here, (ctx.last_person if ctx.last_person is not known else None)
         # A change said with its date ("I start at Ocado on Monday", "上周把库迁到了 PG 16") is still a change: the
         # state it leads to lasts, and the date is resolved in the value. Other dated clauses pass.
@@ -1337,6 +1403,7 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         if _SOURCE_SAYS_RE.search(clause):
             continue
         named = _detect_subject(clause, ctx)
+        _note_named(named, named_in_sentence)
         if named is None and just_named is not None and _ZH_AGE_OR_SCHOOL_RE.match(clause):
             # "我有个儿子叫乐乐，今年六岁": Chinese leaves out the subject, and an age or a school year right after a
             # person is named is theirs (it was the user's age).
@@ -1375,6 +1442,11 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         pending = []
         subject = subj
 
+    if len(named_in_sentence) == 1:
+        ctx.referent = (turn.index, named_in_sentence[0])
+    elif named_in_sentence or (ctx.referent is not None and ctx.referent[0] != turn.index):
+        ctx.referent = None  # two people named, or the one named belongs to another turn: "her" is not known
+    referent = ctx.referent[1] if ctx.referent is not None else None
     for subj, attr, said in groups:
         # "I know, I love her": a clause that says nothing ("I love it", "I know") adds nothing to the others.
         clauses = [c for c in said if not _says_nothing(c)]
@@ -1402,7 +1474,10 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         also = [] if attr is IDENTITY else _also_slots(core, attr, ctx.judge)
         change = ctx.record_wrong and subj.is_user
         ctx.record_wrong = ctx.record_wrong and not subj.is_user  # only the first fact of the user's after it
-        _add(ctx, key, kind, sep.join(clauses), turn, c, subj, lang, negated=negated, also=also, change=change)
+        _add(
+            ctx, key, kind, sep.join(clauses), turn, c, subj, lang,
+            negated=negated, also=also, change=change, referent=referent,
+        )  # fmt: skip
     _named_companions(sentence, turn, lang, ctx, conf, since=before)
     _owned_things(sentence, turn, lang, ctx, conf, since=before)
 
@@ -2112,9 +2187,14 @@ def _add(
     negated: bool | None = None,
     also: list[str] | None = None,
     change: bool = False,
+    referent: Subject | None = None,
 ) -> None:
-    """`change`: the fact replaces what was held whatever its words say (the user said the record was wrong)."""
+    """`change`: the fact replaces what was held whatever its words say (the user said the record was wrong).
+    `referent`: the one person the sentence, or the turn's sentence before, named: who "him" / "her" / "他" in a fact
+    of the user's are."""
     value = _scrub_secrets(_rewrite(text, subject, lang, key), lang)
+    if referent is not None and subject.is_user:
+        value = _resolve_pronouns(value, referent)
     if ctx.speaker is not None and subject.is_user:
         if not (_FIRST_PERSON_RE.search(text) or _IMPLIED_I_RE.match(text)):
             return  # "Life's too short", "that painting's amazing": a remark, not a fact about the speaker

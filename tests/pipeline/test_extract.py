@@ -452,6 +452,30 @@ def test_a_pick_from_what_the_assistant_offered_is_no_fact_but_an_answer_about_h
     assert [f for f in _active(extract_facts(_transcript(told, echoed, reply))) if "tuesdays" in f.value]
 
 
+def test_him_or_her_in_a_fact_of_the_users_says_who_when_one_person_was_named() -> None:
+    def values(*said: str) -> list[str]:
+        turns = [("user", s) if i % 2 == 0 else ("assistant", s) for i, s in enumerate(said)]
+        return [f.value for f in _active(extract_facts(_transcript(*turns)))]
+
+    # The person named in the sentence, or in the turn's sentence before: by name, or by relation.
+    assert "User exports CSVs for Tom" in values("My colleague Tom uses R for all his plots, so I export CSVs for him.")
+    ravi = values("My son Ravi has chess club on Tuesdays. I collect him at 4:40.")
+    assert any("collects Ravi at 4:40" in v for v in ravi)
+    assert any("接乐乐放学" in v for v in values("我女儿乐乐今年六岁，我每天接她放学。"))
+    # Not when the pronoun does not fit the person, nor when two people were named, nor in another turn.
+    mismatched = values("My brother Sam lives in Oslo, I visit him every summer and I bake her favourite pie.")
+    assert any("visits Sam" in v for v in mismatched)
+    assert not any("Sam's favourite" in v for v in mismatched)
+    two = values("My sister Ana and my friend Bea came over. I drive her to work on Mondays.")
+    assert not any("drives Ana" in v or "drives Bea" in v for v in two)
+    later = values("My son Ravi has chess club.", "Nice!", "I collect him at 4:40 every day.")
+    assert any("collects him" in v for v in later)
+    assert not any("collects Ravi" in v for v in later)
+    # 吉他 and 其他 hold no pronoun.
+    guitar = values("我女儿乐乐学钢琴，我在学吉他，其他的都放下了。")
+    assert all("吉乐乐" not in v and "其乐乐" not in v for v in guitar)
+
+
 def test_a_decision_keyed_by_its_own_attribute_is_still_kept() -> None:
     facts = extract_facts(
         _transcript(("user", "MySQL or Postgres?"), ("assistant", "Postgres."), ("user", "ok, let's go with Postgres."))

@@ -400,3 +400,10 @@ def test_a_measure_that_dropped_is_no_change() -> None:
     assert has_change_cue("I dropped Spanish last year")
     assert not has_change_cue("this quarter revenue dropped 12%")
     assert not has_change_cue("signups dropped by a third")
+
+
+def test_a_times_colon_ends_no_clause() -> None:
+    assert split_clauses("我每天早上 7:30 到公司，晚上六点走") == ["我每天早上 7:30 到公司", "晚上六点走"]
+    assert split_clauses("健身房 6：45 开门") == ["健身房 6：45 开门"]
+    assert split_clauses("两个习惯：早睡，早起") == ["两个习惯", "早睡", "早起"]
+    assert split_clauses("版本：3.2") == ["版本", "3.2"]
