@@ -1182,6 +1182,19 @@ def _resolve_pronouns(value: str, person: Subject) -> str:
     return value
 
 
+_ZH_CONTRAST_RE = re.compile(r"^(?:但(?!愿)是?|不过|可是|然而)")
+_EN_CONTRAST_TAIL_RE = re.compile(r"\b(?:but|however|though|yet)\W*$", re.I)
+_EN_CONTRAST_HEAD_RE = re.compile(r"^(?:but|however|yet)\b", re.I)
+_CONTRAST_WORD = {True: "但", False: "but "}
+
+
+def _contrasts(between: str, raw: str) -> bool:
+    """Whether a clause is set against what came before it ("…, but I prefer…", "…，但我更喜欢…")."""
+    if has_cjk(raw[:2]):
+        return bool(_ZH_CONTRAST_RE.match(raw))
+    return bool(_EN_CONTRAST_TAIL_RE.search(between) or _EN_CONTRAST_HEAD_RE.match(raw))
+
+
 def _note_named(person: Subject | None, named: list[Subject]) -> None:
     """Note a person a clause named ("my colleague Tom", "我女儿乐乐") among those of its sentence."""
     if person is not None and person is not OTHERS and not person.is_user and person not in named:
@@ -1325,8 +1338,17 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
     named_in_sentence: list[Subject] = []  # who "him" / "her" in a fact of the user's may be
     unreal = False  # a condition or a wish came before in this sentence: what follows is not the case
     judged_as: dict[str, str] = {}  # a clause the classifier read in another form (a Chinese change without its date)
+    cursor = 0  # where the last clause ended in the sentence: what stands between it and the next one
+    contrasted: set[str] = set()  # clauses set against what came before them ("…, but …", "…，但…")
     for raw in split_clauses(sentence):
+        at = sentence.find(raw, cursor)
+        contrast = at >= 0 and _contrasts(sentence[cursor:at], raw)
+        cursor = at + len(raw) if at >= 0 else cursor
+        if contrast and has_cjk(raw[:2]):
+            raw = _ZH_CONTRAST_RE.sub("", raw, count=1) or raw  # "但我对象特别想吃" is about the partner
         clause, previous = _the_one(_strip_discourse(raw), previous), raw
+        if contrast:
+            contrasted.add(clause)
         if CORRECTION_RE.search(raw):  # its polarity is the group's, whatever the clauses before it said
             corrections.add(clause)
         if len(clause) <= _RECORD_WRONG_MAX and RECORD_WRONG_RE.search(clause):
@@ -1402,6 +1424,8 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
             continue
         if _SOURCE_SAYS_RE.search(clause):
             continue
+        if contrast and attr is not None:
+            pending = []  # "That's a good idea, but I prefer…", "不幸的是没有，但我…": what a fact is set against
         named = _detect_subject(clause, ctx)
         _note_named(named, named_in_sentence)
         if named is None and just_named is not None and _ZH_AGE_OR_SCHOOL_RE.match(clause):
@@ -1452,6 +1476,9 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         clauses = [c for c in said if not _says_nothing(c)]
         if attr is None or subj is OTHERS or not clauses:
             continue
+        # Inside a value the contrast still reads ("…, but User never looks at it", "…，但现在发展缓慢"); a value
+        # does not open with it.
+        joined = [_CONTRAST_WORD[has_cjk(c)] + c if i and c in contrasted else c for i, c in enumerate(clauses)]
         core = next((c for c in clauses if _match_attribute(judged_as.get(c, c), ctx.judge) is attr), clauses[0])
         # "不是产品，是测试" / "not a student, I teach": negated only when every attribute clause is.
         stated = [c for c in clauses if _match_attribute(judged_as.get(c, c), ctx.judge) is not None]
@@ -1475,7 +1502,7 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         change = ctx.record_wrong and subj.is_user
         ctx.record_wrong = ctx.record_wrong and not subj.is_user  # only the first fact of the user's after it
         _add(
-            ctx, key, kind, sep.join(clauses), turn, c, subj, lang,
+            ctx, key, kind, sep.join(joined), turn, c, subj, lang,
             negated=negated, also=also, change=change, referent=referent,
         )  # fmt: skip
     _named_companions(sentence, turn, lang, ctx, conf, since=before)

@@ -476,6 +476,20 @@ def test_him_or_her_in_a_fact_of_the_users_says_who_when_one_person_was_named() 
     assert all("吉乐乐" not in v and "其乐乐" not in v for v in guitar)
 
 
+def test_what_a_fact_is_set_against_is_no_part_of_it() -> None:
+    def values(said: str) -> list[str]:
+        return [f.value for f in _active(extract_facts(_transcript(("user", said))))]
+
+    # A reply or a concession before "but" / 但 is dropped; a value does not open with the conjunction.
+    assert values("Sounds fun, but I mostly knit in the evenings.") == ["User mostly knits in the evenings"]
+    assert values("可惜没有，但我住在一个新小区。") == ["用户住在一个新小区"]
+    assert values("但我的名字叫阿峰") == ["用户的名字叫阿峰"]
+    # Inside a value the contrast still reads; what is set against another person's wish is the user's alone.
+    [accountant] = values("我是会计，但下个月我要退休")
+    assert accountant.startswith("用户是会计，但")
+    assert values("我一点辣都吃不了，但我对象特别想吃") == ["用户一点辣都吃不了"]
+
+
 def test_a_decision_keyed_by_its_own_attribute_is_still_kept() -> None:
     facts = extract_facts(
         _transcript(("user", "MySQL or Postgres?"), ("assistant", "Postgres."), ("user", "ok, let's go with Postgres."))
