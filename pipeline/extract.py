@@ -1450,6 +1450,8 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         subj = subject or USER
         if attr is None and subj.is_user and _mentions_other(clause, ctx):
             continue  # "都是老王在管", "I'll ask him": about someone else, not the user
+        if attr is None and subj.is_user and _SECOND_PERSON_RE.search(_YOU_KNOW_RE.sub("", clause)):
+            continue  # "I know what you mean", "but I'm sure your grilling is great": said to the listener
         if attr is None and _LOOSELY_NOW_RE.search(clause):
             continue  # "刚下班，我在银行上班": a clause of the moment that states nothing is no part of the fact
         if attr is None:

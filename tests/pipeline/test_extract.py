@@ -490,6 +490,16 @@ def test_what_a_fact_is_set_against_is_no_part_of_it() -> None:
     assert values("我一点辣都吃不了，但我对象特别想吃") == ["用户一点辣都吃不了"]
 
 
+def test_what_is_said_to_the_listener_is_no_part_of_the_users_fact() -> None:
+    def values(said: str) -> list[str]:
+        return [f.value for f in _active(extract_facts(_transcript(("user", said))))]
+
+    assert values("I don't eat pork, but I bet your barbecue is great") == ["User doesn't eat pork"]
+    assert values("我住在青岛，你一定要来玩") == ["用户住在青岛"]
+    # "you" with a slot of its own stays: the user's fact said by way of the listener.
+    assert any("Leeds" in v for v in values("Like you, I grew up in Leeds"))
+
+
 def test_a_decision_keyed_by_its_own_attribute_is_still_kept() -> None:
     facts = extract_facts(
         _transcript(("user", "MySQL or Postgres?"), ("assistant", "Postgres."), ("user", "ok, let's go with Postgres."))
