@@ -993,6 +993,8 @@ _EN_AGREE = {
     "were": "was",
     "go": "goes",
     "aren't": "isn't",
+    "haven't": "hasn't",
+    "weren't": "wasn't",
 }
 # Modals, adverbs and irregular past tenses take no third-person -s.
 _NO_S_WORDS = (

@@ -133,11 +133,12 @@ def _zh_weekday(m: re.Match[str], d: date) -> Span:
 
 _EN_DURATION_RE = re.compile(
     r"\b(?:was|were|did|had|got|went|made|took|lost|gained|built|ran|wrote|read|learnt|grew|became|\w+ed|"
-    r"finish(?:es)?|complete[sd]?|usually|always|every|often|can|could|takes?)\b",
+    r"finish(?:es)?|complete[sd]?|usually|always|every|often|can|could|takes?|"
+    r"(?:have|has|had|did|do|does)n'?t|not|never|first time)\b",
     re.I,
 )
 """Words that make "in 3 weeks" a length of time, not a time ahead: "lost 5 kg in two months", "I can finish a
-book in a week"."""
+book in a week", "haven't eaten meat in ten years", "the first time in years"."""
 
 
 def _en_ahead(m: re.Match[str], d: date) -> Span | None:

@@ -500,6 +500,11 @@ def test_what_is_said_to_the_listener_is_no_part_of_the_users_fact() -> None:
     assert any("Leeds" in v for v in values("Like you, I grew up in Leeds"))
 
 
+def test_a_negated_perfect_agrees_with_its_subject_and_its_in_n_years_is_a_length_of_time() -> None:
+    [pork] = [f.value for f in _active(extract_facts(_transcript(("user", "I haven't eaten pork in ten years"))))]
+    assert pork == "User hasn't eaten pork in ten years"
+
+
 def test_a_decision_keyed_by_its_own_attribute_is_still_kept() -> None:
     facts = extract_facts(
         _transcript(("user", "MySQL or Postgres?"), ("assistant", "Postgres."), ("user", "ok, let's go with Postgres."))

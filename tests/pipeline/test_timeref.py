@@ -94,6 +94,8 @@ def test_time_without_a_fixed_point_is_left_alone() -> None:
     [
         "lost 5 kg in two months",  # how long it took, not a time ahead
         "can read a novel in a week",
+        "haven't eaten meat in ten years",  # how long it has not happened
+        "went skiing for the first time in years",
         "usually ships a feature in 3 days",
         "will decide in a week or two",  # no one week is named
         "每周五游泳",  # a weekly day, not one day
