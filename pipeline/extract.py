@@ -1197,6 +1197,14 @@ def _contrasts(between: str, raw: str) -> bool:
     return bool(_EN_CONTRAST_TAIL_RE.search(between) or _EN_CONTRAST_HEAD_RE.match(raw))
 
 
+_TRAILING_TONE_RE = re.compile(
+    r"(?:[\s\U0001F000-\U0001FAFF\u2600-\u27BF\uFE0F\u200D]|[\s,]+(?:lol|lmao|haha+|hehe|you know|y'know|tbh|ngl)\b)+$",
+    re.I,
+)
+"""What ends a clause with the tone of the moment ("… 🙌", "…, you know", "… lol"): taken off the value only; the
+classifier reads the clause as it was said, where such words are evidence of chat."""
+
+
 def _note_named(person: Subject | None, named: list[Subject]) -> None:
     """Note a person a clause named ("my colleague Tom", "我女儿乐乐") among those of its sentence."""
     if person is not None and person is not OTHERS and not person.is_user and person not in named:
@@ -1453,7 +1461,9 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         if attr is None and subj.is_user and _mentions_other(clause, ctx):
             continue  # "都是老王在管", "I'll ask him": about someone else, not the user
         if attr is None and subj.is_user and _SECOND_PERSON_RE.search(_YOU_KNOW_RE.sub("", clause)):
-            continue  # "I know what you mean", "but I'm sure your grilling is great": said to the listener
+            # "but I'm sure your grilling is great": said to the listener. (A clause that opens with "I" is taken
+            # up above, and may carry what it refers to: "my shop is the bakery I told you about".)
+            continue
         if attr is None and _LOOSELY_NOW_RE.search(clause):
             continue  # "刚下班，我在银行上班": a clause of the moment that states nothing is no part of the fact
         if attr is None:
@@ -2238,6 +2248,7 @@ def _add(
     if not subject.is_user and subject.name and subject.name not in value:
         # A clause that continues about a named person must still say who it is about.
         value = f"{subject.name}{'' if lang == 'zh' else ': '}{value}"
+    value = _TRAILING_TONE_RE.sub("", value)  # "…a single bill 🙌": the tone of the moment, not the fact
     if len(value) < 4:
         return
     if ctx.occurred_at is not None:

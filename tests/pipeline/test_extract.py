@@ -500,6 +500,15 @@ def test_what_is_said_to_the_listener_is_no_part_of_the_users_fact() -> None:
     assert any("Leeds" in v for v in values("Like you, I grew up in Leeds"))
 
 
+def test_a_value_ends_without_the_moments_tone() -> None:
+    def values(said: str) -> list[str]:
+        return [f.value for f in _active(extract_facts(_transcript(("user", said))))]
+
+    assert values("I'm vegetarian, you know") == ["User is vegetarian"]
+    assert values("I have two rabbits 🐰🐰") == ["User has two rabbits"]
+    assert values("我养了两只兔子😂") == ["用户养了两只兔子"]
+
+
 def test_a_negated_perfect_agrees_with_its_subject_and_its_in_n_years_is_a_length_of_time() -> None:
     [pork] = [f.value for f in _active(extract_facts(_transcript(("user", "I haven't eaten pork in ten years"))))]
     assert pork == "User hasn't eaten pork in ten years"
