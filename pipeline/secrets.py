@@ -121,11 +121,12 @@ _PASSWORD_WEAK_RE = re2.compile(
     + r"[,，]"
     + _SP
     + r"|\b(?:password|passwd|psswd|pswd|passcode|passphrase|pwd|pw|pin)[ \t]+"
+    + r"|\b(?:password|passwd|passcode|passphrase|pin|pwd|pw)[ \t]+(?:to|into|as)[ \t]+[\"'“]?"
     + r"|\b(?:pass|psswd|pswd)(?:[ \t]+(?:is|was)[ \t]+|[ \t]*[:：=][ \t]*)"
     + r"|\b(?:wi-?fi|network|wpa2?|wireless|router)[ \t]+key[ \t]*[:：=]?[ \t]*"
     + r"|"
     + _KW_ZH
-    + r"[ \t\x{3000}]*)"
+    + r"[ \t\x{3000}]*(?:(?:设置|设|改|换|重置)(?:成|为)了?[ \t\x{3000}]*)?)"
     + _WEAK_SECRET
 )
 # A password or PIN given in brackets after its name, or a few words after it: "parental PIN (6262)", "the password on
@@ -166,6 +167,15 @@ _SMS_CODE_RE = re2.compile(
     r"(?P<secret>\b(?:[A-Z]-)?[0-9]{4,8})[ \t]*(?:(?i:is your)|是您的|为您的|是你的)[ \t]*(?:[A-Z][A-Za-z]+[ \t]*)?"
     + _CODE_PURPOSE
     + r"(?i:code|验证码|确认码|动态码)"
+)
+# A code named after it ("Bank sent 5921 as the confirmation code") or put to its use ("use 918274 to confirm"; five
+# digits or more there, so "use 2024 to …" stays a year).
+_CODE_NAMED_AFTER_RE = re2.compile(
+    r"(?P<secret>\b[0-9]{4,8})[ \t]+(?i:as|is)[ \t]+(?i:the|my|your|a)[ \t]+" + _CODE_PURPOSE + r"(?i:code)\b"
+)
+_CODE_USED_RE = re2.compile(
+    r"\b(?i:use|enter|type|input)[ \t]+(?P<secret>[0-9]{5,8})[ \t]+(?i:to)[ \t]+"
+    r"(?i:confirm|verify|log[ \t]?in|sign[ \t]?in|activate|unlock)\b"
 )
 _YOUR_CODE_RE = re2.compile(
     r"\b(?i:your)[ \t]+(?:[A-Z][A-Za-z]+[ \t]+)?" + _CODE_PURPOSE + r"(?i:code)"
@@ -607,6 +617,8 @@ def redact_secrets(text: str) -> Redaction:
     out = _sub(_ACCESS_CODE_RE, secret_part("secret", weak=True), out)
     out = _sub(_SMS_CODE_RE, secret_part("secret", weak=True), out)
     out = _sub(_YOUR_CODE_RE, secret_part("secret", weak=True), out)
+    out = _sub(_CODE_NAMED_AFTER_RE, secret_part("secret", weak=True), out)
+    out = _sub(_CODE_USED_RE, secret_part("secret", weak=True), out)
     return Redaction(text=out.decode(), kinds=list(kinds))
 
 
