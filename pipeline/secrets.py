@@ -177,6 +177,14 @@ _CODE_USED_RE = re2.compile(
     r"\b(?i:use|enter|type|input)[ \t]+(?P<secret>[0-9]{5,8})[ \t]+(?i:to)[ \t]+"
     r"(?i:confirm|verify|log[ \t]?in|sign[ \t]?in|activate|unlock)\b"
 )
+# A one-time code a few words after its name, read off where it is shown: "the 2fa code my authenticator shows is
+# 019 447", "谷歌身份验证器显示 204 761". Only the names of one-time codes, and only digits (six may be grouped 3 + 3).
+_CODE_SHOWN_RE = re2.compile(
+    r"(?:(?i:\b(?:2fa|otp|one[- ]time|verification|authenticator|authentication|auth|login|sign[- ]?in)[ \t]+code)"
+    r"(?:[ \t]+[A-Za-z'’]+){1,4}?[ \t]+(?i:is|was|shows|says|reads)[ \t]*[:：]?"
+    r"|(?:验证器|验证码|动态码)[^，。,.!?！？\n]{0,6}?(?:显示|是|为|[:：]))[ \t]*"
+    r"(?P<secret>[0-9]{3}[ \t][0-9]{3}|[0-9]{4,8})\b"
+)
 _YOUR_CODE_RE = re2.compile(
     r"\b(?i:your)[ \t]+(?:[A-Z][A-Za-z]+[ \t]+)?" + _CODE_PURPOSE + r"(?i:code)"
     r"(?:[ \t]+is|[ \t]*[:：])[ \t]*(?P<secret>(?:[A-Z]-)?[0-9]{4,8})\b"
@@ -618,6 +626,7 @@ def redact_secrets(text: str) -> Redaction:
     out = _sub(_SMS_CODE_RE, secret_part("secret", weak=True), out)
     out = _sub(_YOUR_CODE_RE, secret_part("secret", weak=True), out)
     out = _sub(_CODE_NAMED_AFTER_RE, secret_part("secret", weak=True), out)
+    out = _sub(_CODE_SHOWN_RE, secret_part("secret", weak=True), out)
     out = _sub(_CODE_USED_RE, secret_part("secret", weak=True), out)
     return Redaction(text=out.decode(), kinds=list(kinds))
 

@@ -46,6 +46,8 @@ from pipeline.secrets import redact_secrets
         ("把支付宝密码设置为Zz887766了", "Zz887766", "password"),
         ("they texted 5521 as the verification code", "5521", "secret"),
         ("use 481920 to sign in, it said", "481920", "secret"),
+        ("the login code on my phone says 883 201 and it keeps failing", "883 201", "secret"),
+        ("身份验证器显示 550 812，一直提示错误", "550 812", "secret"),
         # A company's or a sole trader's tax number, by its label.
         ("统一社会信用代码 91350100M000100Y43 开票用", "91350100M000100Y43", "id_number"),
         ("our VAT number is GB 123 4567 89", "123 4567 89", "id_number"),
@@ -191,6 +193,8 @@ def test_high_entropy_token() -> None:
         "I changed my password to something stronger",
         "密码改成了生日，好记",
         "use 2024 to continue the series",
+        "the auth code flow is 3 steps",
+        "the verification code step in our app is 2x faster now",
         "I went to the gym 3 times as the code said",
         "the PIN (personal identification number) has four digits",
         "VAT is 20% here and GST 18%",
