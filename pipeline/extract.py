@@ -1287,7 +1287,7 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
     # Short lead-ins before a colon ("两个习惯:", "Context first:") say nothing themselves; a label before a value
     # ("Deadline: March 14", "数据库：PostgreSQL 15") says what the value is of.
     # The label holds no "[": "my key is [REDACTED:api_key]" has no label, only a redaction marker's colon.
-    # A time's colon ("I pick her up at 6:15") ends no label.
+    # A time's colon ("I collect him at 4:40") ends no label.
     lead = re.match(
         r"^([^:\[]{1,14})(?:(?<!\d):|:(?!\d))\s*(.{2,})$" if has_cjk(sentence)
         else r"^([^:\[]{1,32})(?:(?<!\d):|:(?!\d))\s*(.{2,})$",
@@ -1355,7 +1355,7 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         contrast = at >= 0 and _contrasts(sentence[cursor:at], raw)
         cursor = at + len(raw) if at >= 0 else cursor
         if contrast and has_cjk(raw[:2]):
-            raw = _ZH_CONTRAST_RE.sub("", raw, count=1) or raw  # "但我对象特别想吃" is about the partner
+            raw = _ZH_CONTRAST_RE.sub("", raw, count=1) or raw  # "但我女儿游得特别好" is about the daughter
         clause, previous = _the_one(_strip_discourse(raw), previous), raw
         if contrast:
             contrasted.add(clause)
@@ -2248,7 +2248,7 @@ def _add(
     if not subject.is_user and subject.name and subject.name not in value:
         # A clause that continues about a named person must still say who it is about.
         value = f"{subject.name}{'' if lang == 'zh' else ': '}{value}"
-    value = _TRAILING_TONE_RE.sub("", value)  # "…a single bill 🙌": the tone of the moment, not the fact
+    value = _TRAILING_TONE_RE.sub("", value)  # "…finally passed 🎉": the tone of the moment, not the fact
     if len(value) < 4:
         return
     if ctx.occurred_at is not None:
