@@ -1008,6 +1008,10 @@ _NO_S_WORDS = (
     "and or but nor to who that which with in on at for from of as so then too if when all both"
 )
 _EN_NO_S = frozenset(_NO_S_WORDS.split())
+_EN_EED_PRESENT = frozenset(
+    ("feed", "need", "bleed", "breed", "speed", "succeed", "proceed", "exceed", "heed", "weed", "seed")
+)
+"""Verbs in the present that end in "ed" like a past ("I feed the cat" → "User feeds the cat")."""
 
 
 _EN_ADVERB = (
@@ -1024,7 +1028,9 @@ _EN_ADVERB = (
 def _third_person_verb(verb: str) -> str:
     if verb in _EN_AGREE:
         return _EN_AGREE[verb]
-    if verb in _EN_NO_S or not verb.isalpha() or not verb.islower() or verb.endswith(("ed", "ing")):
+    if verb in _EN_NO_S or not verb.isalpha() or not verb.islower() or verb.endswith("ing"):
+        return verb
+    if verb.endswith("ed") and verb not in _EN_EED_PRESENT:
         return verb
     if verb.endswith("s") and not verb.endswith("ss"):
         return verb
@@ -1203,6 +1209,19 @@ _TRAILING_TONE_RE = re.compile(
 )
 """What ends a clause with the tone of the moment ("… 🙌", "…, you know", "… lol"): taken off the value only; the
 classifier reads the clause as it was said, where such words are evidence of chat."""
+
+
+_EN_INDEFINITE_RE = re.compile(r"\b(\w+'?\w*)\s+(?:a|an|another)\s+\w", re.I)
+_EN_COPULA = frozenset(("is", "was", "am", "are", "be", "been", "become", "became", "i'm", "he's", "she's", "it's"))
+_ZH_NEW_THING_RE = re.compile(r"(?<![是当做])[一两三几](?:只|条|头|匹|个|位|辆|台|盆|棵|家)")
+
+
+def _introduces_thing(sentence: str) -> bool:
+    """Whether a sentence brings in something new besides a person ("got me a puppy", "送了我一只猫"), which "him" /
+    "她" may be as well: an indefinite noun that is not what something is ("my dad was a builder", "他是一个老师")."""
+    if has_cjk(sentence):
+        return bool(_ZH_NEW_THING_RE.search(sentence))
+    return any(m.group(1).lower() not in _EN_COPULA for m in _EN_INDEFINITE_RE.finditer(sentence))
 
 
 def _note_named(person: Subject | None, named: list[Subject]) -> None:
@@ -1480,7 +1499,9 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         pending = []
         subject = subj
 
-    if len(named_in_sentence) == 1:
+    if _introduces_thing(sentence):
+        ctx.referent = None  # "My brother got me a puppy and I walk him…": "him" may be what was introduced
+    elif len(named_in_sentence) == 1:
         ctx.referent = (turn.index, named_in_sentence[0])
     elif named_in_sentence or (ctx.referent is not None and ctx.referent[0] != turn.index):
         ctx.referent = None  # two people named, or the one named belongs to another turn: "her" is not known

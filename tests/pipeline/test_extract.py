@@ -473,6 +473,11 @@ def test_him_or_her_in_a_fact_of_the_users_says_who_when_one_person_was_named() 
     assert not any("Sam's favourite" in v for v in mismatched)
     two = values("My sister Ana and my friend Bea came over. I drive her to work on Mondays.")
     assert not any("drives Ana" in v or "drives Bea" in v for v in two)
+    # Nor when the sentence brings in something else "him" may be; what someone is ("was a builder") brings in nothing.
+    puppy = values("My brother got me a puppy and I walk him every morning")
+    assert not any("walks the user's brother" in v for v in puppy)
+    carpenter = values("My dad was a carpenter, so I learned woodworking from him.")
+    assert any("from the user's father" in v for v in carpenter)
     later = values("My son Ravi has chess club.", "Nice!", "I collect him at 4:40 every day.")
     assert any("collects him" in v for v in later)
     assert not any("collects Ravi" in v for v in later)
@@ -507,6 +512,7 @@ def test_a_value_ends_without_the_moments_tone() -> None:
 
 def test_a_negated_perfect_agrees_with_its_subject_and_its_in_n_years_is_a_length_of_time() -> None:
     assert _said_values("I haven't eaten pork in ten years") == ["User hasn't eaten pork in ten years"]
+    assert _said_values("I feed the ducks every morning") == ["User feeds the ducks every morning"]
 
 
 def test_a_decision_keyed_by_its_own_attribute_is_still_kept() -> None:
