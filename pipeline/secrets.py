@@ -129,8 +129,8 @@ _PASSWORD_WEAK_RE = re2.compile(
     + r"[ \t\x{3000}]*(?:(?:设置|设|改|换|重置)(?:成|为)了?[ \t\x{3000}]*)?)"
     + _WEAK_SECRET
 )
-# A password or PIN given in brackets after its name, or a few words after it: "parental PIN (6262)", "the password on
-# the sticker (7HJK22QWPLM9)", "密码（Hx8866）". A weak cue: "my password (again)" stays.
+# A password or PIN given in brackets after its name, or a few words after it: "parental PIN (4471)", "the password on
+# the router's label (K7mQ92xT)", "密码（Lk2093mm）". A weak cue: "my password (again)" stays.
 _BRACKETED_SECRET_RE = re2.compile(
     r"(?i)(?:\b(?:password|passwd|passcode|passphrase|pin|pwd)(?:[ \t]+[A-Za-z'’]+){0,4}?|" + _KW_ZH + r")"
     r"[ \t]*[(（][ \t]*(?P<secret>[A-Za-z0-9][!#$%&*+\-.0-9<=>?@A-Z^_a-z~]{3,39})[ \t]*[)）]"
@@ -143,7 +143,7 @@ _LOGIN_PAIR_RE = re2.compile(
     + r"|(?:账号|帐号|用户名|登录名)(?:和?密码)?(?:是|为|[:：])?[ \t]*)[A-Za-z0-9_.@+\-]{1,40}[ \t]*/[ \t]*"
     + _WEAK_SECRET
 )
-# A note in brackets between a label and its value ("安全码（背面三位数）：408", "PIN (for the kids' tablet): 6262").
+# A note in brackets between a label and its value ("安全码（背面三位数）：615", "PIN (for the kids' tablet): 4471").
 _NOTE = r"(?:[ \t]*(?:（[^）\n]{1,12}）|\([^)\n]{1,24}\)))?"
 # Codes that open something: a door, gate or alarm code, a one-time or verification code, a card's security
 # code (CVV, three digits), 门禁码 / 取件码. A weak cue, like the password's: the value goes only when it is shaped
@@ -168,7 +168,7 @@ _SMS_CODE_RE = re2.compile(
     + _CODE_PURPOSE
     + r"(?i:code|验证码|确认码|动态码)"
 )
-# A code named after it ("Bank sent 5921 as the confirmation code") or put to its use ("use 918274 to confirm"; five
+# A code named after it ("they texted 5521 as the verification code") or put to its use ("use 481920 to sign in"; five
 # digits or more there, so "use 2024 to …" stays a year).
 _CODE_NAMED_AFTER_RE = re2.compile(
     r"(?P<secret>\b[0-9]{4,8})[ \t]+(?i:as|is)[ \t]+(?i:the|my|your|a)[ \t]+" + _CODE_PURPOSE + r"(?i:code)\b"
@@ -177,8 +177,8 @@ _CODE_USED_RE = re2.compile(
     r"\b(?i:use|enter|type|input)[ \t]+(?P<secret>[0-9]{5,8})[ \t]+(?i:to)[ \t]+"
     r"(?i:confirm|verify|log[ \t]?in|sign[ \t]?in|activate|unlock)\b"
 )
-# A one-time code a few words after its name, read off where it is shown: "the 2fa code my authenticator shows is
-# 019 447", "谷歌身份验证器显示 204 761". Only the names of one-time codes, and only digits (six may be grouped 3 + 3).
+# A one-time code a few words after its name, read off where it is shown: "the login code on my phone says
+# 883 201", "身份验证器显示 550 812". Only the names of one-time codes, and only digits (six may be grouped 3 + 3).
 _CODE_SHOWN_RE = re2.compile(
     r"(?:(?i:\b(?:2fa|otp|one[- ]time|verification|authenticator|authentication|auth|login|sign[- ]?in)[ \t]+code)"
     r"(?:[ \t]+[A-Za-z'’]+){1,4}?[ \t]+(?i:is|was|shows|says|reads)[ \t]*[:：]?"
