@@ -1164,23 +1164,15 @@ def _resolve_pronouns(value: str, person: Subject) -> str:
     has neither a name nor a single relation to the user."""
     if person.is_user or person.relation in _PLURAL:
         return value
-    named = person.name or (_ZH_RELATION_NOUN if has_cjk(value) else _RELATION_NOUN).get(person.relation)
-    if named and named in value:
+    zh = has_cjk(value)
+    relation = (_ZH_RELATION_NOUN if zh else _RELATION_NOUN).get(person.relation)
+    said = person.name or relation
+    if not said or said in value:
         return value  # "…, and the user's wife loves her garden": the value says who she is already
-    if has_cjk(value):
-        relation = _ZH_RELATION_NOUN.get(person.relation)
-        noun = person.name or (f"用户的{relation}" if relation else "")
-        if not noun:
-            return value
+    noun = person.name or (f"用户的{relation}" if zh else f"the user's {relation}")
+    if zh:
         male = person.relation in _MALE
         return _ZH_THIRD_RE.sub(lambda m: m.group(0) if m.group(1) == "她" and male else noun, value)
-    noun = person.name or (
-        f"the user's {_RELATION_NOUN[person.relation]}"
-        if person.relation in _RELATION_NOUN and person.relation != "person"
-        else ""
-    )
-    if not noun:
-        return value
     if person.relation not in _FEMALE:
         value = re.sub(r"\bhim\b", noun, value)
         value = re.sub(r"\bhis\b", f"{noun}'s", value)
@@ -1307,11 +1299,8 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
     # ("Deadline: March 14", "数据库：PostgreSQL 15") says what the value is of.
     # The label holds no "[": "my key is [REDACTED:api_key]" has no label, only a redaction marker's colon.
     # A time's colon ("I collect him at 4:40") ends no label.
-    lead = re.match(
-        r"^([^:\[]{1,14})(?:(?<!\d):|:(?!\d))\s*(.{2,})$" if has_cjk(sentence)
-        else r"^([^:\[]{1,32})(?:(?<!\d):|:(?!\d))\s*(.{2,})$",
-        sentence,
-    )  # fmt: skip
+    longest = 14 if has_cjk(sentence) else 32
+    lead = re.match(rf"^([^:\[]{{1,{longest}}})(?:(?<!\d):|:(?!\d))\s*(.{{2,}})$", sentence)
     if lead and _ENUMERATOR_RE.search(lead.group(1).strip()) and not _FIRST_PERSON_RE.search(lead.group(2)):
         return  # "Step 2: install node", "第一步：装 node": an item of a list is material for the task
     if lead:
