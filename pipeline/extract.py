@@ -1142,9 +1142,6 @@ def _without_echo(value: str) -> str:
     return _ZH_ECHO_RE.sub("", value) if has_cjk(value) else _EN_ECHO_RE.sub("", value)
 
 
-_MALE = frozenset(("brother", "brother_in_law", "father", "father_in_law", "husband", "nephew", "son", "uncle"))
-_FEMALE = frozenset(("aunt", "daughter", "mother", "mother_in_law", "niece", "sister", "sister_in_law", "wife"))
-_PLURAL = frozenset(("children", "parents", "in_laws", "grandparent"))
 _EN_HER_OBJECT_RE = re.compile(
     r"\bher\b(?=\s*(?:[.,;:!?)]|$)|\s+(?:up|off|out|in|on|at|to|for|from|with|by|into|back|home|down|over|around|"
     r"every|each|a|an|the|some|and|or|but|when|after|before|because|so|if|too|again|now|most|sometimes|twice|once|"
@@ -1162,7 +1159,7 @@ def _resolve_pronouns(value: str, person: Subject) -> str:
     "User collects Ravi at five", "用户每天接她放学" → "用户每天接乐乐放学"): a memory read a year later has no
     sentence before it. Left as it is when the pronoun does not fit the person ("her" of a brother), or the person
     has neither a name nor a single relation to the user."""
-    if person.is_user or person.relation in _PLURAL:
+    if person.is_user or person.relation in lx.PLURAL_RELATIONS:
         return value
     zh = has_cjk(value)
     relation = (_ZH_RELATION_NOUN if zh else _RELATION_NOUN).get(person.relation)
@@ -1171,12 +1168,12 @@ def _resolve_pronouns(value: str, person: Subject) -> str:
         return value  # "…, and the user's wife loves her garden": the value says who she is already
     noun = person.name or (f"用户的{relation}" if zh else f"the user's {relation}")
     if zh:
-        male = person.relation in _MALE
+        male = person.relation in lx.MALE_RELATIONS
         return _ZH_THIRD_RE.sub(lambda m: m.group(0) if m.group(1) == "她" and male else noun, value)
-    if person.relation not in _FEMALE:
+    if person.relation not in lx.FEMALE_RELATIONS:
         value = re.sub(r"\bhim\b", noun, value)
         value = re.sub(r"\bhis\b", f"{noun}'s", value)
-    if person.relation not in _MALE:
+    if person.relation not in lx.MALE_RELATIONS:
         value = _EN_HER_OBJECT_RE.sub(noun, value)
         value = re.sub(r"\bher\b", f"{noun}'s", value)
     return value

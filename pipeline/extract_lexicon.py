@@ -182,6 +182,16 @@ EN_RELATIONS: dict[str, str] = {
     "fiancee": "partner",
     "fiancée": "partner",
 }
+
+MALE_RELATIONS = frozenset(
+    ("brother", "brother_in_law", "father", "father_in_law", "husband", "nephew", "son", "uncle")
+)
+FEMALE_RELATIONS = frozenset(
+    ("aunt", "daughter", "mother", "mother_in_law", "niece", "sister", "sister_in_law", "wife")
+)
+PLURAL_RELATIONS = frozenset(("children", "parents", "in_laws", "grandparent"))
+"""Which relations "him", "her" / 她 can be, and which name more than one person (`extract._resolve_pronouns`)."""
+
 ONE_AT_A_TIME: dict[str, str] = {
     "boss": "boss",
     "manager": "boss",
