@@ -50,6 +50,8 @@ from pipeline.secrets import redact_secrets
         ("身份验证器显示 550 812，一直提示错误", "550 812", "secret"),
         # A company's or a sole trader's tax number, by its label.
         ("统一社会信用代码 91350100M000100Y43 开票用", "91350100M000100Y43", "id_number"),
+        ("营业执照号 330106000123456，帮我核对一下", "330106000123456", "id_number"),
+        ("组织机构代码：79358226-4 填在哪", "79358226-4", "id_number"),
         ("our VAT number is GB 123 4567 89", "123 4567 89", "id_number"),
         ("UEN 53312987W for the invoice", "53312987W", "id_number"),
         ("pay it to NL91ABNA0417164300 by friday", "NL91ABNA0417164300", "id_number"),
