@@ -2009,14 +2009,37 @@ def _moved_lead(sentence: str) -> tuple[str, str] | None:
 
 _AS_A_RE = re.compile(r"^as (?:(an?) ([\w' -]+)|someone (?:with|who has) ([\w' -]+))$", re.I)
 _ZH_AS_A_RE = re.compile(r"^作为(?:一[个名位只])?([\u4e00-\u9fffA-Za-z]{1,12}?)(的人)?$")
+_EN_MILESTONE_RE = re.compile(
+    r"^(?:(?:so|and|well|ok|okay)[,]?\s+)?(?:my |the )?"
+    r"(?:(?:first|second|third|fourth|fifth|sixth|1st|2nd|3rd|[4-9]th|\d{2}th) )?(?:full )?"
+    r"(?:day|night|shift|week|month|year|semester|term|season)s? (?:as (?:an?|the)|of being (?:an?|the)) "
+    r"(?P<what>[\w' -]+?)(?:,.*| (?:is|was|has been|went|feels?|felt|seems?|done|over|in the books|down)\b.*)?$",
+    re.I,
+)
+"""A milestone of a lasting state ("second week as a line cook at a diner is going ok", "my first year as a
+teacher has been rough"): the speaker now holds the state ("I'm now a line cook at a diner", a change, so that it
+retires the state held before); how the first days went is the moment's. "My last day as …" ends the state: not
+this. The ordinal is optional because a leading "first" is stripped as a discourse word before this is read."""
+_ZH_MILESTONE_RE = re.compile(
+    r"^(?:这是)?我?(?P<verb>当|做|干)(?P<what>[\u4e00-\u9fffA-Za-z]{1,10}?)的?"
+    r"(?:第[一二三四五六七八九十两\d]{1,3}(?:天|周|个?星期|个月|年|学期)|头[一二三两几]?(?:天|周|个月|年))了?$"
+)
+"""The same in Chinese ("当护士第三年了", "做销售的第一个月"): "我当护士", without the count that a year makes
+untrue."""
 
 
 def _as_self_description(clause: str) -> str:
     """ "As a nurse, …" / "as someone with celiac disease, …" / "作为一个乳糖不耐的人，…": the lead describes the
-    speaker ("I'm a nurse", "I have celiac disease", "我乳糖不耐"), whatever the rest of the sentence asks."""
+    speaker ("I'm a nurse", "I have celiac disease", "我乳糖不耐"), whatever the rest of the sentence asks; so does a
+    milestone of a state ("third week as a barista", "当护士第三年了")."""
     z = _ZH_AS_A_RE.match(clause)
     if z is not None:
         return f"我{z.group(1)}" if z.group(2) else f"我是{z.group(1)}"
+    if (zm := _ZH_MILESTONE_RE.match(clause)) is not None:
+        return f"我{zm.group('verb')}{zm.group('what')}"
+    if (em := _EN_MILESTONE_RE.match(clause)) is not None:
+        what = em.group("what")
+        return f"I'm now {'an' if what[:1].lower() in 'aeiou' else 'a'} {what}"
     m = _AS_A_RE.match(clause)
     if m is None:
         return clause

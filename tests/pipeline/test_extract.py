@@ -510,6 +510,18 @@ def test_a_value_ends_without_the_moments_tone() -> None:
     assert _said_values("我养了两只兔子😂") == ["用户养了两只兔子"]
 
 
+def test_a_milestone_of_a_state_is_the_state_without_the_count_or_how_it_went() -> None:
+    # "Nth week as a …" says the speaker now holds the state; the count is untrue a month later, how it went is the
+    # moment's
+    [cook] = _active(extract_facts(_transcript(("user", "second week as a line cook at a diner is going ok"))))
+    assert (cook.key, cook.value) == ("user.role", "User is now a line cook at a diner")
+    assert cook.supersedes_previous  # a state that began: it retires the one held before
+    assert _said_values("my first year as an electrician went by so fast") == ["User is now an electrician"]
+    assert _said_values("当护士第三年了") == ["用户当护士"]
+    # the last day of a state ends it: nothing says the user holds it
+    assert not any("cashier" in v for v in _said_values("my last day as a cashier is friday"))
+
+
 def test_a_negated_perfect_agrees_with_its_subject_and_its_in_n_years_is_a_length_of_time() -> None:
     assert _said_values("I haven't eaten pork in ten years") == ["User hasn't eaten pork in ten years"]
     assert _said_values("I feed the ducks every morning") == ["User feeds the ducks every morning"]
