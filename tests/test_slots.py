@@ -272,8 +272,21 @@ def test_the_packaged_change_model_is_small_versioned_and_named_in_what_the_judg
     assert {"seed", "threshold", "data"} <= set(change.meta)
     judge = default_judge()
     assert judge.change_threshold == change.meta["threshold"]
-    assert judge.produced_by == f"{SlotClassifier().produced_by}+{change.produced_by.removeprefix('slots-')}"
-    assert SlotJudge(change=False).produced_by == SlotClassifier().produced_by
+    assert SlotJudge(glue=False).produced_by == f"{SlotClassifier().produced_by}+{change.produced_by[6:]}"
+    assert SlotJudge(change=False, glue=False).produced_by == SlotClassifier().produced_by
+
+
+def test_the_packaged_glue_model_is_small_versioned_and_named_in_what_the_judge_produces() -> None:
+    from pipeline.slot_model import GLUE_MODEL_PATH, PASSING, SlotJudge
+
+    assert GLUE_MODEL_PATH.stat().st_size <= 1024 * 1024
+    glue = SlotClassifier(GLUE_MODEL_PATH)
+    assert sorted(glue.classes) == [NONE, PASSING]
+    assert {"seed", "threshold", "data"} <= set(glue.meta)
+    judge = default_judge()
+    assert judge.glue_threshold == glue.meta["threshold"]
+    assert judge.produced_by.endswith(f"+{glue.produced_by.removeprefix('slots-')}")
+    assert SlotJudge(change=False).produced_by == f"{SlotClassifier().produced_by}+{glue.produced_by[6:]}"
 
 
 def test_the_judge_tells_a_stable_fact_from_chat_in_both_languages() -> None:

@@ -236,31 +236,37 @@ def test_every_hand_written_file_is_read_whole(lang: str) -> None:
 
 
 @pytest.mark.slow  # embeds the hand-written sentences twice: about a minute on two busy cores
-def test_one_seeded_command_trains_the_change_classifier_and_prints_its_figures(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(("command", "positive", "step", "parts"), [
+    ("change", "change", 8, {"all", "en", "zh"}),
+    ("glue", "passing", 4, {"all", "en", "zh", "glue", "passing", "dialogue"}),
+])  # fmt: skip
+def test_one_seeded_command_trains_a_two_class_classifier_and_prints_its_figures(
+    command: str, positive: str, step: int, parts: set[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import hindsight.training.change as change
-    from pipeline.slot_model import CHANGE
+    """`hindsight train change` and `hindsight train glue`: the same seed and data give the same file, with the
+    threshold chosen from the grid and the validation figures per language (and, for glue, per source)."""
+    import importlib
 
-    monkeypatch.setattr(change, "C_GRID", (1.0,))
-    monkeypatch.setattr(change, "EPOCHS", (20,))
-    every = change.load_examples
-    monkeypatch.setattr(change, "load_examples", lambda lang: every(lang)[::8])  # the same files, an eighth of them
+    trainer = importlib.import_module(f"hindsight.training.{command}")
+    monkeypatch.setattr(trainer, "C_GRID", (1.0,))
+    monkeypatch.setattr(trainer, "EPOCHS", (20,))
+    every = trainer.load_examples
+    monkeypatch.setattr(trainer, "load_examples", lambda lang: every(lang)[::step])  # the same files, fewer lines
     runner = CliRunner()
     outputs = []
     for run in ("a", "b"):
-        out = tmp_path / f"change-{run}.npz"
-        result = runner.invoke(app, ["train", "change", "--seed", "2", "--out", str(out)])
+        out = tmp_path / f"{command}-{run}.npz"
+        result = runner.invoke(app, ["train", command, "--seed", "2", "--out", str(out)])
         assert result.exit_code == 0, result.output
         report = json.loads(result.stdout.strip().splitlines()[-1])
-        assert report["meta"]["threshold"] in change.THRESHOLDS
-        assert set(report["validation"]) == {"all", "en", "zh"}
+        assert report["meta"]["threshold"] in trainer.THRESHOLDS
+        assert set(report["validation"]) == parts
         assert report["validation"]["all"]["n"] == report["validation"]["en"]["n"] + report["validation"]["zh"]["n"]
         outputs.append(out)
     assert outputs[0].read_bytes() == outputs[1].read_bytes()  # same seed, same data: the same model
     model = SlotClassifier(outputs[0])
-    assert sorted(model.classes) == [CHANGE, NONE]
-    assert model.version == "change-v1-s2"
+    assert sorted(model.classes) == sorted([positive, NONE])
+    assert model.version == f"{command}-v1-s2"
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -281,3 +287,23 @@ def test_the_change_classifier_reads_every_hand_written_change_sentence(lang: st
                for line in (DATA_DIR / f"change_{lang}.jsonl").read_text(encoding="utf-8").splitlines()}  # fmt: skip
     assert all((label == CHANGE) == bool(written[t]) for t, label, src, _ in rows if src == f"change_{lang}")
     assert sum(label == CHANGE for _, label, _, _ in rows) >= 300
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_glue_classifier_reads_every_hand_written_pair_with_its_label(lang: str) -> None:
+    from hindsight.training.extractor import DATA_DIR
+    from hindsight.training.glue import load_examples
+    from pipeline.slot_model import PASSING
+
+    lines = [json.loads(line) for line in (DATA_DIR / f"glue_{lang}.jsonl").read_text(encoding="utf-8").splitlines()]
+    rows = load_examples(lang)
+    pairs = [(text, label) for text, label, source, _ in rows if source == "glue"]
+    assert len(pairs) == len(lines) >= 400
+    assert [label == PASSING for _, label in pairs] == [r["label"] == "passing" for r in lines]
+    assert {r["label"] for r in lines} == {"passing", "detail"}
+    # the persona corpora's clauses come from their training split alone for fitting; their validation split is
+    # only ever validation
+    labelled = (DATA_DIR / f"dialogue_clauses_{lang}.jsonl").read_text(encoding="utf-8").splitlines()
+    dialogue = {json.loads(line)["text"]: json.loads(line)["split"] for line in labelled}
+    assert all(split == dialogue[text] for text, _, source, split in rows if source == "dialogue")
+    assert {source for _, _, source, _ in rows} == {"glue", "passing", "dialogue"}

@@ -99,22 +99,13 @@ def train(*, seed: int = 0, out: Path = CHANGE_MODEL_PATH, embedder: Any = None)
     is_val = np.array([split == "val" for *_, split in rows])
     log(f"{int((~is_val).sum())} training examples, {int(is_val.sum())} validation ({int(y.sum())} changes)")
     labels = [label for _, label, _, _ in rows]
-    train_labels = [lb for lb, v in zip(labels, is_val, strict=True) if not v]
-    tried = []
-    val_p: dict[tuple[float, int], np.ndarray] = {}
-    for c in C_GRID:
-        for epochs in EPOCHS:
-            layers, classes = fit(x[~is_val], train_labels, seed=seed, c=c, hidden=0, epochs=epochs)
-            val_p[c, epochs] = _probs(layers, x[is_val])[:, classes.index(CHANGE)]
-            for threshold in THRESHOLDS:
-                figures = _figures(val_p[c, epochs], y[is_val], threshold)
-                tried.append((figures["f_beta"], -abs(threshold - 0.5), (c, epochs), threshold, figures))
-    tried.sort(key=lambda r: (-r[0], -r[1]))
-    _, _, (c, epochs), threshold, figures = tried[0]
+    val_p, (c, epochs), threshold, figures, best = choose_binary(
+        x, labels, is_val, CHANGE, seed=seed, grid=[(c, e) for c in C_GRID for e in EPOCHS], thresholds=THRESHOLDS
+    )
     val_lang = np.array([src.endswith("en") for _, _, src, split in rows if split == "val"])
     by_lang = {
-        "en": _figures(val_p[c, epochs][val_lang], y[is_val][val_lang], threshold),
-        "zh": _figures(val_p[c, epochs][~val_lang], y[is_val][~val_lang], threshold),
+        "en": _figures(val_p[val_lang], y[is_val][val_lang], threshold),
+        "zh": _figures(val_p[~val_lang], y[is_val][~val_lang], threshold),
     }
     # The shipped weights are fitted on all the data, with the c and threshold chosen on validation.
     layers, classes = fit(x, labels, seed=seed, c=c, hidden=0, epochs=epochs)
@@ -134,5 +125,38 @@ def train(*, seed: int = 0, out: Path = CHANGE_MODEL_PATH, embedder: Any = None)
         "dialogue_clauses}_{en,zh}.jsonl "
         "(hand-written; dialogue clauses hand-labelled, training split)",
     }
-    best = [{"c": r[2][0], "epochs": r[2][1], "threshold": r[3], "f_beta": r[0]} for r in tried[:8]]
     return save_model(out, layers, classes, meta, validation={"all": figures, **by_lang}, tried=best, started=started)
+
+
+def choose_binary(
+    x: np.ndarray,
+    labels: list[str],
+    is_val: np.ndarray,
+    positive: str,
+    *,
+    seed: int,
+    grid: list[tuple[float, int]],
+    thresholds: tuple[float, ...],
+    weight: np.ndarray | None = None,
+) -> tuple[np.ndarray, tuple[float, int], float, dict[str, float], list[dict[str, Any]]]:
+    """Fit a two-class softmax on the rows not in `is_val` for each (c, passes) of `grid`, and choose that and the
+    threshold of P(`positive`) with the best F-beta on the validation rows (ties: the threshold nearest 0.5).
+    Returns the chosen fit's validation probabilities, (c, passes), the threshold, its figures and the best eight
+    tried."""
+    y = np.array([label == positive for label in labels])
+    train_labels = [lb for lb, v in zip(labels, is_val, strict=True) if not v]
+    sample_weight = None if weight is None else weight[~is_val]
+    tried = []
+    val_p: dict[tuple[float, int], np.ndarray] = {}
+    for c, epochs in grid:
+        layers, classes = fit(
+            x[~is_val], train_labels, seed=seed, c=c, hidden=0, epochs=epochs, sample_weight=sample_weight
+        )
+        val_p[c, epochs] = _probs(layers, x[is_val])[:, classes.index(positive)]
+        for threshold in thresholds:
+            figures = _figures(val_p[c, epochs], y[is_val], threshold)
+            tried.append((figures["f_beta"], -abs(threshold - 0.5), (c, epochs), threshold, figures))
+    tried.sort(key=lambda r: (-r[0], -r[1]))
+    _, _, chosen, threshold, figures = tried[0]
+    best = [{"c": r[2][0], "epochs": r[2][1], "threshold": r[3], "f_beta": r[0]} for r in tried[:8]]
+    return val_p[chosen], chosen, threshold, figures, best

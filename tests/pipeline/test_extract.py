@@ -3,6 +3,7 @@ import uuid
 from datetime import UTC, datetime
 
 from pipeline.extract import _without_echo, extract_facts
+from pipeline.slot_model import SlotJudge
 from schemas.pipeline import CandidateFact, MemoryKind, MemoryState, Role, Source, Transcript, Turn
 
 
@@ -508,6 +509,24 @@ def test_a_value_ends_without_the_moments_tone() -> None:
     assert _said_values("I'm vegetarian, you know") == ["User is vegetarian"]
     assert _said_values("I have two rabbits 🐰🐰") == ["User has two rabbits"]
     assert _said_values("我养了两只兔子😂") == ["用户养了两只兔子"]
+
+
+def test_what_is_said_of_the_moment_beside_a_fact_is_no_part_of_its_value() -> None:
+    # the glue classifier reads the remark as of the moment; the detail beside it stays
+    assert _said_values("I grew up in Ohio, that was a wild ride") == ["User grew up in Ohio"]
+    assert _said_values("I'm allergic to shellfish, sucks at parties lol") == ["User is allergic to shellfish"]
+    assert _said_values("I'm a nurse, been one for ten years, love it honestly") == [
+        "User is a nurse, been one for ten years"
+    ]
+    # the items of a list and a rule for the assistant are the fact's
+    assert _said_values("I like hiking, biking, and swimming") == ["User likes hiking, biking, and swimming"]
+    assert _said_values("I work nights, don't call me before 3pm") == [
+        "User works nights, don't call the user before 3pm"
+    ]
+    # without the classifier the remark stays: the model is what decides
+    said = _transcript(("user", "I grew up in Ohio, that was a wild ride"))
+    [fact] = _active(extract_facts(said, judge=SlotJudge(glue=False)))
+    assert fact.value == "User grew up in Ohio, that was a wild ride"
 
 
 def test_a_milestone_of_a_state_is_the_state_without_the_count_or_how_it_went() -> None:
