@@ -2215,18 +2215,25 @@ _EN_COMMA_RE = re.compile(r",\s+")
 _EN_LIST_END_RE = re.compile(r"(?:and|or|etc)\b", re.I)
 
 
+def _tail_parts(clause: str) -> list[str]:
+    """The parts of an English clause after its commas that may be of the moment: none in a list ("I like to read,
+    cook, and garden": its parts are the fact) and none under three words (an item of a list, a name)."""
+    parts = [] if has_cjk(clause) else _EN_COMMA_RE.split(clause)[1:]
+    if any(_EN_LIST_END_RE.match(part) for part in parts):
+        return []
+    return [part for part in parts if len(part.split()) >= 3]
+
+
 def _without_passing_tail(clause: str, judge: SlotJudge) -> str:
     """An English clause without the parts after its commas that are of the moment ("I drive a pickup, gas prices
     are insane rn" → "I drive a pickup"): the clause splitter keeps such a tail with the fact when it opens with no
-    subject of its own. The part before the first comma, which holds the fact, always stays, and so does a part of
-    under three words (an item of a list, a name)."""
-    parts = _EN_COMMA_RE.split(clause) if not has_cjk(clause) else []
-    if len(parts) < 2 or any(_EN_LIST_END_RE.match(part) for part in parts[1:]):
-        return clause  # "I like to read, cook, and garden": the parts of a list are the fact
-    judge.prime(parts[1:])
-    return ", ".join(
-        [parts[0], *(part for part in parts[1:] if len(part.split()) < 3 or not _of_the_moment(part, judge))]
-    )
+    subject of its own. The part before the first comma, which holds the fact, always stays."""
+    judge.prime(asked := _tail_parts(clause))  # embedded with the transcript's clauses already, as a rule
+    dropped = {part for part in asked if _of_the_moment(part, judge)}
+    if not dropped:
+        return clause
+    first, *rest = _EN_COMMA_RE.split(clause)
+    return ", ".join([first, *(part for part in rest if part not in dropped)])
 
 
 def _says_nothing(text: str) -> bool:
@@ -2907,8 +2914,7 @@ def _candidate_clauses(own_texts: list[str]) -> list[str]:
                     out.append(clause)
                     if (head := _described_head(clause)) is not None:
                         out.append(head)
-                    if not has_cjk(clause):  # the parts `_without_passing_tail` asks about
-                        tails += [part for part in _EN_COMMA_RE.split(clause)[1:] if len(part.split()) >= 3]
+                    tails += _tail_parts(clause)  # what `_without_passing_tail` asks about
     return [_attributed(c) for c in out] + tails
 
 
