@@ -281,6 +281,18 @@ _LOOSELY_NOW_RE = re.compile(
 "recently" as well cost a held-out fact: measured, left out.)"""
 
 
+_ZH_OWN_FRAME_RE = re.compile(
+    r"以后|以前|之前|平时|平常|一般|通常|每|向来|从来|从小|总是|经常|常常|现在|目前|已经|本来|其实|一直都"
+)
+"""Words that give a Chinese clause a time of its own: a habit, a standing state, the past or now."""
+
+
+def _goes_on_about_it(clause: str) -> bool:
+    """Whether a Chinese clause names no person and says no time of its own (so that it goes on from the clause
+    before it: "回来一直没精神", "午饭也没吃几口")."""
+    return not _ZH_PERSON_RE.search(clause) and not _ZH_OWN_FRAME_RE.search(clause)
+
+
 def _is_time_bound(clause: str) -> bool:
     return bool(lx.ZH_TIME_TRANSIENT.search(clause) or lx.EN_TIME_TRANSIENT.search(clause))
 
@@ -1432,6 +1444,17 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         if attr is not None and attr.name in ("role", "employer") and _seeks_job(clause):
             attr = _SLOT_ATTRIBUTES["goal"]  # "applying for a PM role at Canva" is no job held, but one wanted
         if attr is None and (_is_mood(clause) or lx.ZH_PLAN.search(clause) or lx.EN_PLAN.search(clause)):
+            continue
+        if (
+            passing
+            and has_cjk(clause)
+            and _goes_on_about_it(clause)
+            and not _rule_change(clause, ctx.judge)
+            and ctx.judge.predict(clause).p_fact < ATTRIBUTED_MIN_P_FACT
+        ):
+            # "兔子昨天做完绝育，回来一直没精神": a Chinese clause that names no one and no time of its own after a
+            # dated one goes on about that event (a topic chain): the speaker is not the subject it leaves out, and
+            # only what its own words state is a fact ("上周去体检，查出来对尘螨过敏").
             continue
         if passing and attr is None and not has_change_cue(clause):
             # "昨晚看了一部电影，三个小时，…": a clause that states nothing after a dated one in the same sentence goes

@@ -253,11 +253,24 @@ def split_clauses(text: str) -> list[str]:
             pieces = [*_split_fronted(pieces[0]), *pieces[1:]]
             for split in (_split_run_on, _split_and_i, _split_so):
                 pieces = [p for piece in pieces for p in split(piece)]
+        frame = ""  # a Chinese clause of time ("我上大学的时候") is the frame of the next one, no statement itself
         for piece in pieces:
             piece = piece.translate(_SHOWN_COMMAS).strip(" \t,，、;；。.!！")
             if piece and not re.fullmatch(r"[\W_]+", piece):
+                if frame:
+                    piece, frame = f"{frame}，{piece}", ""
+                if _ZH_FRAME_END_RE.search(piece):
+                    frame = piece
+                    continue
                 out.append(piece)
+        if frame:
+            out.append(frame)
     return out
+
+
+_ZH_FRAME_END_RE = re.compile(r"(?:时候|那会儿?|那阵子?|期间)$")
+"""A Chinese clause that ends as a time ("出差的时候", "读书那会儿", "装修期间") says when the next one holds:
+alone it is a fragment ("用户出差的时候"), and what it frames is no longer true of now without it."""
 
 
 _BRACKETED_RE = re.compile(r"[（(][^（）()]{1,40}[）)]")

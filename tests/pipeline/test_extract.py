@@ -541,6 +541,21 @@ def test_a_milestone_of_a_state_is_the_state_without_the_count_or_how_it_went() 
     assert not any("cashier" in v for v in _said_values("my last day as a cashier is friday"))
 
 
+def test_a_chinese_clause_that_goes_on_about_a_dated_event_is_of_that_event() -> None:
+    # after a dated clause, a clause that names no one and no time of its own is about that event: the subject it
+    # leaves out is not the speaker's standing self
+    assert _said_values("兔子昨天刚做完绝育，回来一直没精神，午饭也没吃几口") == []
+    # what its own words state is still a fact, and a clause with its own subject or time starts afresh
+    [allergy] = _said_values("上周去医院体检，查出来对尘螨过敏")
+    assert allergy.endswith("查出来对尘螨过敏")
+    assert _said_values("今天开会开到九点，我平时都是六点下班") == ["用户平时都是六点下班"]
+
+
+def test_a_chinese_clause_of_time_frames_the_fact_after_it_and_is_none_itself() -> None:
+    assert _said_values("我读研的时候，住在南京") == ["用户读研的时候，住在南京"]
+    assert _said_values("出国旅游的时候，德语怎么说我不吃猪肉？") == []
+
+
 def test_a_negated_perfect_agrees_with_its_subject_and_its_in_n_years_is_a_length_of_time() -> None:
     assert _said_values("I haven't eaten pork in ten years") == ["User hasn't eaten pork in ten years"]
     assert _said_values("I feed the ducks every morning") == ["User feeds the ducks every morning"]

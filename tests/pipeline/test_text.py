@@ -54,6 +54,14 @@ def test_split_clauses_chinese_and_english() -> None:
     ]
 
 
+def test_a_chinese_clause_of_time_is_the_frame_of_the_clause_after_it() -> None:
+    # "…的时候" says when what follows holds; it states nothing by itself
+    assert split_clauses("我读研的时候，住在南京，现在在苏州") == ["我读研的时候，住在南京", "现在在苏州"]
+    assert split_clauses("小时候那会儿 家里养过鸡") == ["小时候那会儿，家里养过鸡"]
+    # at the end of a sentence it stays a clause of its own
+    assert split_clauses("我最喜欢下雪的时候") == ["我最喜欢下雪的时候"]
+
+
 def test_negation() -> None:
     assert is_negated("我不吃香菜")
     assert is_negated("我已经不再用 Eclipse 了")
