@@ -384,6 +384,9 @@ def _decide(fact: CandidateFact, emb: list[float], pool: list[_Mem], threshold: 
     former = None if untrusted else _former_holder(fact, emb, candidates)
     if former is not None:
         return _supersede(fact, emb, former, f"a new {_relation(fact.key)[0]}: {former.key} held that relation")
+    ended = None if untrusted else _ended_status(fact, candidates)
+    if ended is not None:
+        return _supersede(fact, emb, ended[0], f"the user is now {ended[1]}: {ended[0].key} said otherwise")
     replaced = None if untrusted else _named_source(fact, candidates)
     if replaced is not None and not any(_replaces(fact, m) for m in same_key):
         # "switched from Polars to DuckDB" retires the memory that names Polars, whichever slot it was filed
@@ -717,6 +720,65 @@ def _former_holder(fact: CandidateFact, emb: list[float], candidates: list[_Mem]
         if (m_name is None and not _names(m.value, name)) or (m_name not in (None, name) and _holds_relation(m)):
             former.append(m)
     return max(former, key=lambda m: _similarity(fact, emb, m)) if former else None
+
+
+_USERS = r"(?:\b[Uu]ser(?:'s|’s)|\b[Mm]y|用户的?|我的?)"
+_STATUS_RES: tuple[tuple[str, re.Pattern[str], bool], ...] = (
+    # (the status, how a value says it, whether it says it only of the user's own subject)
+    ("divorced", re.compile(r"\bdivorced\b|离婚了|离异|离了婚", re.I), True),
+    ("divorced", re.compile(rf"{_USERS}\s*(?:ex-?(?:wife|husband)|前妻|前夫)", re.I), False),
+    (
+        "married",
+        re.compile(
+            r"(?<!getting )(?<!get )(?<!be )(?<!not )\bmarried\b|\bhoneymoon\b|\bnewlywed|\bmy (?:wife|husband)\b|"
+            r"已婚|(?<![要想快准备打算])结婚了|结了婚|领了?(?:结婚)?证|领的证|蜜月|新婚",
+            re.I,
+        ),
+        True,
+    ),
+    ("married", re.compile(rf"{_USERS}\s*(?:wife|husband|spouse|老婆|老公|妻子|丈夫)(?!'s ex)", re.I), False),
+    ("engaged", re.compile(r"\bengaged\b|\bfianc[eé]e?\b|(?<![要想准备打算])订婚|未婚[妻夫]", re.I), True),
+    ("dating", re.compile(rf"{_USERS}\s*(?:girlfriend|boyfriend|女朋友|男朋友|女友|男友)", re.I), False),
+    (
+        "single",
+        re.compile(r"\b(?:is|am|'m|been|still|currently|now|happily) single\b(?![- ](?:origin|malt|bed))|单身", re.I),
+        True,
+    ),
+)
+"""The user's marital status as a value says it. The statuses follow one another, so a new one ends the old."""
+_ENDS_STATUS: dict[str, frozenset[str]] = {
+    "married": frozenset(("single", "dating", "engaged", "divorced")),
+    "engaged": frozenset(("single", "dating", "divorced")),
+    "dating": frozenset(("single",)),
+    "single": frozenset(("dating", "engaged", "married")),
+    "divorced": frozenset(("married",)),
+}
+"""Which status a new one ends ("User's wife …" ends "User is single" and "User is engaged to Marco"; being divorced
+and dating again are both true)."""
+
+
+def _status(value: str, negated: bool, own: bool) -> str | None:
+    """The one marital status a value states of the user, if any (None for a denial or for two statuses)."""
+    if negated:
+        return None
+    found = {status for status, pattern, own_only in _STATUS_RES if (own or not own_only) and pattern.search(value)}
+    return found.pop() if len(found) == 1 else None
+
+
+def _ended_status(fact: CandidateFact, candidates: list[_Mem]) -> tuple[_Mem, str] | None:
+    """The user's memory, held before this transcript, of a marital status the fact's ends, and the new status:
+    "用户跟用户的老婆…" retires "用户目前单身", a honeymoon "User is engaged to Marco". Statuses are read from
+    the words, whichever slot either was filed under."""
+    new = _status(fact.value, fact.negated, canonical_key(fact.key)[0] == "user")
+    if new is None:
+        return None
+    ended = [
+        m for m in candidates
+        if not (m.pinned or m.in_batch)
+        and canonical_key(m.key)[0] == "user"
+        and _status(m.value, _mem_negated(m), own=True) in _ENDS_STATUS[new]
+    ]  # fmt: skip
+    return (ended[0], new) if len(ended) == 1 else None
 
 
 def _holds_relation(mem: _Mem) -> bool:

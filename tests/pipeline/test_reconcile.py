@@ -618,6 +618,31 @@ def test_a_break_up_retires_the_partner_it_names() -> None:
     assert (op.action, op.target_id) == ("supersede", zh.id)
 
 
+def test_a_marital_status_ends_the_one_it_follows_whichever_slot_either_is_under() -> None:
+    """Being single, dating, engaged, married and divorced follow one another: a wife named in passing ends "single",
+    a honeymoon ends "engaged", with no change cue and under any key."""
+    single = mem("user.relationship", "用户现在单身", 0)
+    [op] = reconcile([fact("user.family", "用户和用户的老公周末去爬山", 70)], [single], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("supersede", single.id)
+    engaged = mem("user.marital_status", "User is engaged to Omar", 0)
+    honeymoon = fact("user.travel", "Omar and User just got back from the honeymoon in Crete", 70)
+    [op] = reconcile([honeymoon], [engaged], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("supersede", engaged.id)
+    # someone else's spouse, a wedding ahead, a denial and a status that does not follow leave it
+    for said in (
+        "User's brother's wife is a dentist",
+        "User is getting married in June",
+        "User is not married",
+        "User's ex-husband lives in Cork",
+    ):
+        [op] = reconcile([fact("user.family", said, 70)], [engaged], dedupe_threshold=T)
+        assert op.action == "insert", said
+    # divorced and dating again are both true
+    divorced = mem("user.family", "User is divorced", 0)
+    [op] = reconcile([fact("user.family", "User's girlfriend Ana teaches yoga", 70)], [divorced], dedupe_threshold=T)
+    assert op.action == "insert"
+
+
 def test_a_chinese_thing_sold_or_given_away_names_the_memory_of_it_even_by_one_character() -> None:
     """ "车卖了" (the date resolved between the object and the verb) names "每天开车上班"; the owner and the date before
     the object are no part of what is named."""
