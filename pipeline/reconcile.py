@@ -723,11 +723,12 @@ def _former_holder(fact: CandidateFact, emb: list[float], candidates: list[_Mem]
 
 
 _USERS = r"(?:\b[Uu]ser(?:'s|’s)|\b[Mm]y|用户的?|我的?)"
-_STATUS_RES: tuple[tuple[str, re.Pattern[str], bool], ...] = (
-    # (the status, how a value says it, whether it says it only of the user's own subject)
-    ("divorced", re.compile(r"\bdivorced\b|离婚了|离异|离了婚", re.I), True),
-    ("divorced", re.compile(rf"{_USERS}\s*(?:ex-?(?:wife|husband)|前妻|前夫)", re.I), False),
+_STATUS_RES: tuple[tuple[str, str, re.Pattern[str], bool], ...] = (
+    # (what the status is of, the status, how a value says it, whether it says it only of the user's own subject)
+    ("marital", "divorced", re.compile(r"\bdivorced\b|离婚了|离异|离了婚", re.I), True),
+    ("marital", "divorced", re.compile(rf"{_USERS}\s*(?:ex-?(?:wife|husband)|前妻|前夫)", re.I), False),
     (
+        "marital",
         "married",
         re.compile(
             r"(?<!getting )(?<!get )(?<!be )(?<!not )\bmarried\b|\bhoneymoon\b|\bnewlywed|\bmy (?:wife|husband)\b|"
@@ -736,49 +737,80 @@ _STATUS_RES: tuple[tuple[str, re.Pattern[str], bool], ...] = (
         ),
         True,
     ),
-    ("married", re.compile(rf"{_USERS}\s*(?:wife|husband|spouse|老婆|老公|妻子|丈夫)(?!'s ex)", re.I), False),
-    ("engaged", re.compile(r"\bengaged\b|\bfianc[eé]e?\b|(?<![要想准备打算])订婚|未婚[妻夫]", re.I), True),
-    ("dating", re.compile(rf"{_USERS}\s*(?:girlfriend|boyfriend|女朋友|男朋友|女友|男友)", re.I), False),
     (
+        "marital",
+        "married",
+        re.compile(rf"{_USERS}\s*(?:wife|husband|spouse|老婆|老公|妻子|丈夫)", re.I),
+        False,
+    ),
+    ("marital", "engaged", re.compile(r"\bengaged\b|\bfianc[eé]e?\b|(?<![要想准备打算])订婚|未婚[妻夫]", re.I), True),
+    ("marital", "dating", re.compile(rf"{_USERS}\s*(?:girlfriend|boyfriend|女朋友|男朋友|女友|男友)", re.I), False),
+    (
+        "marital",
         "single",
         re.compile(r"\b(?:is|am|'m|been|still|currently|now|happily) single\b(?![- ](?:origin|malt|bed))|单身", re.I),
         True,
     ),
+    ("diet", "meatless", re.compile(r"\bvegetarian\b|\bvegan\b|\bplant-based\b|吃素|素食|茹素|吃全素", re.I), True),
+    (
+        "diet",
+        "eats meat",
+        re.compile(
+            r"开荤|(?:开始|又|重新|恢复)吃肉|吃肉了|\beats? meat\b|\b(?:back to|started|start) eating "
+            r"(?:meat|chicken|fish|beef|pork|steak)\b",
+            re.I,
+        ),
+        True,
+    ),
 )
-"""The user's marital status as a value says it. The statuses follow one another, so a new one ends the old."""
+"""The user's marital status and whether they eat meat, as a value says it. Each status follows the one before or
+excludes the other, so a new one ends the old."""
 _ENDS_STATUS: dict[str, frozenset[str]] = {
     "married": frozenset(("single", "dating", "engaged", "divorced")),
     "engaged": frozenset(("single", "dating", "divorced")),
     "dating": frozenset(("single",)),
     "single": frozenset(("dating", "engaged", "married")),
     "divorced": frozenset(("married",)),
+    "meatless": frozenset(("eats meat",)),
+    "eats meat": frozenset(("meatless",)),
 }
 """Which status a new one ends ("User's wife …" ends "User is single" and "User is engaged to Marco"; being divorced
 and dating again are both true)."""
 
 
-def _status(value: str, negated: bool, own: bool) -> str | None:
-    """The one marital status a value states of the user, if any (None for a denial or for two statuses)."""
+_RELATION_WORDS = "|".join(sorted(map(re.escape, [*lx.EN_RELATIONS, *lx.ZH_RELATIONS]), key=len, reverse=True))
+_OTHERS_RE = re.compile(rf"{_USERS}\s*(?:{_RELATION_WORDS})")
+"""A value that names someone of the user's ("User's sister is single", "用户儿子吃素"): a status in it may be
+theirs."""
+
+
+def _statuses(value: str, negated: bool, own: bool) -> dict[str, str]:
+    """What a value says the user is, by what it is of (the one status of each; none for a denial or where a value
+    says two)."""
     if negated:
-        return None
-    found = {status for status, pattern, own_only in _STATUS_RES if (own or not own_only) and pattern.search(value)}
-    return found.pop() if len(found) == 1 else None
+        return {}
+    own = own and not _OTHERS_RE.search(value)
+    found: dict[str, set[str]] = {}
+    for of, status, pattern, own_only in _STATUS_RES:
+        if (own or not own_only) and pattern.search(value):
+            found.setdefault(of, set()).add(status)
+    return {of: statuses.pop() for of, statuses in found.items() if len(statuses) == 1}
 
 
 def _ended_status(fact: CandidateFact, candidates: list[_Mem]) -> tuple[_Mem, str] | None:
-    """The user's memory, held before this transcript, of a marital status the fact's ends, and the new status:
-    "用户跟用户的老婆…" retires "用户目前单身", a honeymoon "User is engaged to Marco". Statuses are read from
-    the words, whichever slot either was filed under."""
-    new = _status(fact.value, fact.negated, canonical_key(fact.key)[0] == "user")
-    if new is None:
-        return None
-    ended = [
-        m for m in candidates
-        if not (m.pinned or m.in_batch)
-        and canonical_key(m.key)[0] == "user"
-        and _status(m.value, _mem_negated(m), own=True) in _ENDS_STATUS[new]
-    ]  # fmt: skip
-    return (ended[0], new) if len(ended) == 1 else None
+    """The user's memory, held before this transcript, of a status the fact's ends, and the new status:
+    "用户跟用户的老婆…" retires "用户目前单身", a honeymoon "User is engaged to Marco", "…就开荤了" "用户吃素".
+    Statuses are read from the words, whichever slot either was filed under."""
+    for of, new in _statuses(fact.value, fact.negated, canonical_key(fact.key)[0] == "user").items():
+        ended = [
+            m for m in candidates
+            if not (m.pinned or m.in_batch)
+            and canonical_key(m.key)[0] == "user"
+            and _statuses(m.value, _mem_negated(m), own=True).get(of) in _ENDS_STATUS[new]
+        ]  # fmt: skip
+        if len(ended) == 1:
+            return ended[0], new
+    return None
 
 
 def _holds_relation(mem: _Mem) -> bool:

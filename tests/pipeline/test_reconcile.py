@@ -643,6 +643,24 @@ def test_a_marital_status_ends_the_one_it_follows_whichever_slot_either_is_under
     assert op.action == "insert"
 
 
+def test_eating_meat_again_ends_a_meatless_diet_whichever_slot_says_it() -> None:
+    vegan = mem("user.diet", "用户吃全素", 0)
+    [op] = reconcile([fact("user.health", "用户体检贫血，医生让用户重新吃肉", 70)], [vegan], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("supersede", vegan.id)
+    vegetarian = mem("user.diet", "User is vegetarian", 0)
+    [op] = reconcile([fact("user.cooking", "User started eating fish on a trip to Lisbon", 70)], [vegetarian],
+                     dedupe_threshold=T)  # fmt: skip
+    assert (op.action, op.target_id) == ("supersede", vegetarian.id)
+    # someone else's diet, or both said at once, ends nothing
+    meat = mem("user.diet", "User eats meat", 0)
+    for said in ("User's son is vegan", "User is fine with meat but User's partner is vegetarian"):
+        [op] = reconcile([fact("user.family", said, 70)], [meat], dedupe_threshold=T)
+        assert op.action == "insert", said
+    married = mem("user.family", "User is married", 0)
+    [op] = reconcile([fact("user.family", "User's sister is single", 70)], [married], dedupe_threshold=T)
+    assert op.action == "insert"
+
+
 def test_a_chinese_thing_sold_or_given_away_names_the_memory_of_it_even_by_one_character() -> None:
     """ "车卖了" (the date resolved between the object and the verb) names "每天开车上班"; the owner and the date before
     the object are no part of what is named."""
