@@ -138,6 +138,11 @@ def test_change_cues() -> None:
     assert not has_change_cue("我改天再问你")
     assert not has_change_cue("帮我修改一下简历")
     assert has_change_cue("我刚刚开始了新的生活教练工作")  # started a new job, as "new job" in English
+    # 是…的 splits a change from its object, or follows when it was done
+    assert has_change_cue("前年冬天搬的家")
+    assert has_change_cue("上礼拜刚卖的那辆车")
+    assert not has_change_cue("我卖的是二手书")
+    assert not has_change_cue("换的时候记得备份")
     assert not has_change_cue("我想找新工作")
     assert has_change_cue("去年伤了膝盖以后就没再跑过")  # 没再: not since
     assert has_change_cue("spanish is officially shelved")
