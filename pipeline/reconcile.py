@@ -731,8 +731,10 @@ _STATUS_RES: tuple[tuple[str, str, re.Pattern[str], bool], ...] = (
         "marital",
         "married",
         re.compile(
-            r"(?<!getting )(?<!get )(?<!be )(?<!not )\bmarried\b|\bhoneymoon\b|\bnewlywed|\bmy (?:wife|husband)\b|"
-            r"已婚|(?<![要想快准备打算])结婚了|结了婚|领了?(?:结婚)?证|领的证|蜜月|新婚",
+            # not a wedding ahead or one that was ("getting married", "was married before"), nor a honeymoon planned
+            r"(?<!getting )(?<!get )(?<!be )(?<!not )(?<!was )(?<!were )\bmarried\b|\bnewlywed|\bmy (?:wife|husband)\b|"
+            r"\b(?:back from|after|on|during) (?:the|our|my|a) honeymoon\b|"
+            r"已婚|(?<![要想快准备打算])结婚了|结了婚|领了?(?:结婚)?证|领的证|新婚",
             re.I,
         ),
         True,
@@ -743,7 +745,13 @@ _STATUS_RES: tuple[tuple[str, str, re.Pattern[str], bool], ...] = (
         re.compile(rf"{_USERS}\s*(?:wife|husband|spouse|老婆|老公|妻子|丈夫)", re.I),
         False,
     ),
-    ("marital", "engaged", re.compile(r"\bengaged\b|\bfianc[eé]e?\b|(?<![要想准备打算])订婚|未婚[妻夫]", re.I), True),
+    (
+        "marital",
+        "engaged",
+        # not "engaged in", "engaged with" (taking part)
+        re.compile(r"\bengaged\b(?! (?:in|with|by|at|on)\b)|\bfianc[eé]e?\b|(?<![要想准备打算])订婚|未婚[妻夫]", re.I),
+        True,
+    ),
     ("marital", "dating", re.compile(rf"{_USERS}\s*(?:girlfriend|boyfriend|女朋友|男朋友|女友|男友)", re.I), False),
     (
         "marital",

@@ -634,9 +634,16 @@ def test_a_marital_status_ends_the_one_it_follows_whichever_slot_either_is_under
         "User is getting married in June",
         "User is not married",
         "User's ex-husband lives in Cork",
+        "User was married before, in their twenties",
+        "User is planning the honeymoon in Crete",
     ):
         [op] = reconcile([fact("user.family", said, 70)], [engaged], dedupe_threshold=T)
         assert op.action == "insert", said
+    # taking part is not being engaged
+    single_en = mem("user.family", "User is single", 0)
+    [op] = reconcile([fact("user.hobby", "User is engaged in a lot of community work", 70)], [single_en],
+                     dedupe_threshold=T)  # fmt: skip
+    assert op.action == "insert"
     # divorced and dating again are both true
     divorced = mem("user.family", "User is divorced", 0)
     [op] = reconcile([fact("user.family", "User's girlfriend Ana teaches yoga", 70)], [divorced], dedupe_threshold=T)
