@@ -1441,6 +1441,8 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         if judged != clause:
             judged_as[clause] = judged
         attr = _match_attribute(_reported_of_me(judged), ctx.judge)
+        if attr is not None and attr.name == "name" and _BARE_NAME_RE.match(clause):
+            continue  # "Tom, my boss, …", "Hello John, …": a name alone is someone addressed or spoken of
         if attr is not None and attr.name in ("role", "employer") and _seeks_job(clause):
             attr = _SLOT_ATTRIBUTES["goal"]  # "applying for a PM role at Canva" is no job held, but one wanted
         if attr is None and (_is_mood(clause) or lx.ZH_PLAN.search(clause) or lx.EN_PLAN.search(clause)):
@@ -2794,8 +2796,13 @@ def _resolve_reply(text: str, earlier: list[str], asked: Turn | None) -> str:
     and the place "here" is when the user named it before."""
     topic = _asked_topic(_clean_turn(asked.content)) if asked is not None else None
     sentences = split_sentences(text)
-    if topic and sentences:
-        text = text.replace(sentences[0], _with_topic(sentences[0], topic), 1)  # the rest as written
+    # "Hi Larry, I'm Kate" or "Hey Tom! Sarah." after "what's your name?": the answer follows a greeting to the one
+    # who asked, which says nothing itself
+    first = next((i for i, s in enumerate(sentences) if not _GREETING_RE.fullmatch(s)), len(sentences))
+    if topic and first < len(sentences) and not lx.EN_SMALLTALK.match(sentences[first]):
+        said = sentences[first]
+        answer = _GREETING_RE.sub("", said, count=1) or said
+        text = text.replace(said, _with_topic(answer, topic), 1)  # the rest as written
     # "What's your favorite band? Mine is the Who.": the user asks back and answers in one turn.
     for before, sentence in zip(sentences, sentences[1:], strict=False):
         own = _asked_topic(before) if _MINE_RE.match(sentence) else None
@@ -2818,6 +2825,10 @@ def _resolve_reply(text: str, earlier: list[str], asked: Turn | None) -> str:
     return text
 
 
+_BARE_NAME_RE = re.compile(r"^[A-Z][a-z]+(?: [A-Z][a-z]+)?$")
+"""A clause that is only a name: the speaker's own only as the answer to "what's your name?" (which `_with_topic`
+has made "My name is …" before the clause is read)."""
+_GREETING_RE = re.compile(rf"^{lx.EN_GREETING_TO}[,!.]*\s*", re.I)
 _EN_POINTED_FAVORITE_RE = re.compile(
     r"^(?:(?:yeah|yes|oh|me too|i know|right)[,!.]?\s+)*(they|it|he|she)(?:'re|'s| are| is| was| were)\s+"
     r"(?:one of\s+|also\s+|definitely\s+)?my\s+(?:all-time\s+|absolute\s+)?favou?rites?\b",

@@ -365,13 +365,18 @@ ZH_SMALLTALK = re.compile(
     r"不错|太好了|原来如此|对|是的|没错|好消息|(?:先|暂时|还)?不用(?:了|啦)?|(?:先|暂时)?不需要(?:了|啦)?)[!！。~～]*$"
     r"|^(?:谢谢|感谢|多谢)(?:你|您)"  # thanks to the partner for something: nothing about the speaker
 )
+EN_GREETING_TO = (
+    r"(?:hi|hello|hey|hiya|howdy|dear)[,!]?\s+(?!(?:user|person|speaker)\b)(?-i:[A-Z][a-z]+)(?:\s+(?-i:[A-Z][a-z]+))?"
+)
+"""A greeting to someone named ("Hi Larry", "Hello John"): said to them, nothing about the speaker."""
 EN_SMALLTALK = re.compile(
     r"^(?:hi|hello|hey|thanks|thank you|thx|ty|ok|okay|cool|great|nice|perfect|good|done|sure|bye|good night|"
     r"have a good (?:night|day)|yes|yeah|yep|no|nope|got it|sounds good|lol|haha|whoa|wow|oh|ah|"
     r"that's it|nice one)[.!]*$"
     # thanks for something: gratitude names what the other did, nothing about the speaker
     # (unless a clause of the speaker's own follows unmarked: "thanks for the tip i'm vegan btw")
-    r"|^(?:thanks|thank you|thx|many thanks)(?: (?:so|very) much)?(?: again)? for\b(?!.*\b(?:i|i'm|im|i've|ive|we)\b)",
+    r"|^(?:thanks|thank you|thx|many thanks)(?: (?:so|very) much)?(?: again)? for\b(?!.*\b(?:i|i'm|im|i've|ive|we)\b)"
+    rf"|^{EN_GREETING_TO}[.!]*$",
     re.I,
 )
 # A standing instruction survives the request filter: it is meant to hold beyond this conversation.

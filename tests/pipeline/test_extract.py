@@ -551,6 +551,16 @@ def test_a_chinese_clause_that_goes_on_about_a_dated_event_is_of_that_event() ->
     assert _said_values("今天开会开到九点，我平时都是六点下班") == ["用户平时都是六点下班"]
 
 
+def test_a_greeting_to_someone_named_and_a_name_alone_are_not_the_speakers_name() -> None:
+    # the answer to "what's your name?" follows the greeting to the one who asked
+    for reply in ("Hi Max, I'm Priya.", "Hey Max! Priya."):
+        facts = _active(extract_facts(_transcript(("assistant", "I'm Max, what's your name?"), ("user", reply))))
+        assert [f.value for f in facts if f.key == "user.name"] == ["User's name is Priya"], reply
+    # a name alone, not asked for, is someone addressed or spoken of
+    assert not [v for v in _said_values("Dana, my landlord, never fixes anything") if "Dana" in v and "User:" in v]
+    assert not any(f.key == "user.name" for f in extract_facts(_transcript(("user", "Hello Sam, my cat is sick"))))
+
+
 def test_a_chinese_clause_of_time_frames_the_fact_after_it_and_is_none_itself() -> None:
     assert _said_values("我读研的时候，住在南京") == ["用户读研的时候，住在南京"]
     assert _said_values("出国旅游的时候，德语怎么说我不吃猪肉？") == []
