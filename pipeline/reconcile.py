@@ -749,7 +749,7 @@ _STATUS_RES: tuple[tuple[str, str, re.Pattern[str], bool], ...] = (
         "marital",
         "engaged",
         # not "engaged in", "engaged with" (taking part)
-        re.compile(r"\bengaged\b(?! (?:in|with|by|at|on)\b)|\bfianc[eé]e?\b|(?<![要想准备打算])订婚|未婚[妻夫]", re.I),
+        re.compile(r"\bengaged\b(?! (?:in|with|by)\b)|\bfianc[eé]e?\b|(?<![要想准备打算])订婚|未婚[妻夫]", re.I),
         True,
     ),
     ("marital", "dating", re.compile(rf"{_USERS}\s*(?:girlfriend|boyfriend|女朋友|男朋友|女友|男友)", re.I), False),

@@ -515,7 +515,7 @@ _ZH_SWITCH_VERB_RE = re.compile(
     # the same changes said as when they were done, 是…的 splitting the verb from its object ("去年搬的家",
     # "三月份入的职", "上周分的手") or following a time ("三月份换的组", "年初卖的车")
     r"|[搬入离辞结分跳转]的[家职婚手槽行岗]"
-    r"|(?:年|月|份|周|天|礼拜|星期[一二三四五六日天]?|前|底|初)(?:才|刚|就|刚刚)?(?:换|卖|戒|辞|退|搬|删|卸)的"
+    r"|(?<!每)(?:年|月|份|周|天|礼拜|星期[一二三四五六日天]?|前|底|初)(?:才|刚|就|刚刚)?(?:换|卖|戒|辞|退|搬|删|卸)的"
     # a role taken up ("这个月开始正式当组长了"), a partner left ("跟小雨分了"), something put down for good
     # ("日语早就放下了")
     r"|开始(?:正式)?(?:当|担任)|(?:跟|和|与)[\u4e00-\u9fffA-Za-z]{1,4}分了|(?:已经|早就?|都)放下了"

@@ -639,6 +639,9 @@ def test_a_marital_status_ends_the_one_it_follows_whichever_slot_either_is_under
     ):
         [op] = reconcile([fact("user.family", said, 70)], [engaged], dedupe_threshold=T)
         assert op.action == "insert", said
+    proposed = fact("user.family", "User got engaged on a beach in Crete", 70)
+    [op] = reconcile([proposed], [single], dedupe_threshold=T)
+    assert (op.action, op.target_id) == ("supersede", single.id)
     # taking part is not being engaged
     single_en = mem("user.family", "User is single", 0)
     [op] = reconcile([fact("user.hobby", "User is engaged in a lot of community work", 70)], [single_en],
