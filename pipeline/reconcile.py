@@ -732,7 +732,7 @@ _STATUS_RES: tuple[tuple[str, str, re.Pattern[str], bool], ...] = (
         "married",
         re.compile(
             # not a wedding ahead or one that was ("getting married", "was married before"), nor a honeymoon planned
-            r"(?<!getting )(?<!get )(?<!be )(?<!not )(?<!was )(?<!were )\bmarried\b|\bnewlywed|\bmy (?:wife|husband)\b|"
+            r"(?<!getting )(?<!get )(?<!be )(?<!not )(?<!was )(?<!were )\bmarried\b|\bnewlywed|"
             r"\b(?:back from|after|on|during) (?:the|our|my|a) honeymoon\b|"
             r"已婚|(?<![要想快准备打算])结婚了|结了婚|领了?(?:结婚)?证|领的证|新婚",
             re.I,

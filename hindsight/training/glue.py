@@ -30,10 +30,11 @@ from typing import Any
 import numpy as np
 
 from hindsight.training.change import BETA, C_GRID, EPOCHS, THRESHOLDS, _figures, choose_binary
-
-__all__ = ["C_GRID", "EPOCHS", "THRESHOLDS", "load_examples", "train"]
 from hindsight.training.extractor import DATA_DIR, _rows, embed_all, fit, log, save_model, text_split
 from pipeline.slot_model import GLUE_MODEL_PATH, HASH_DIM, NONE, PASSING, canonical_clause, features
+
+__all__ = ["C_GRID", "EPOCHS", "THRESHOLDS", "load_examples", "train"]
+"""The grid is the change trainer's, named here so that a test can narrow it for this trainer alone."""
 
 SOURCE_WEIGHT = {"glue": 1.0, "passing": 0.5, "dialogue": 0.5}
 """The hand-written pairs are what the model is for; the other two sets keep it from reading everything outside their

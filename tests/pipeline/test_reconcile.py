@@ -1,6 +1,8 @@
 import math
 import uuid
 
+import pytest
+
 from pipeline.reconcile import SOURCE_CONFIDENCE_CAP, canonical_key, keys_match, reconcile
 from schemas.pipeline import (
     CandidateFact,
@@ -651,6 +653,26 @@ def test_a_marital_status_ends_the_one_it_follows_whichever_slot_either_is_under
     divorced = mem("user.family", "User is divorced", 0)
     [op] = reconcile([fact("user.family", "User's girlfriend Ana teaches yoga", 70)], [divorced], dedupe_threshold=T)
     assert op.action == "insert"
+
+
+@pytest.mark.parametrize(
+    ("held", "said", "ends"),
+    [
+        ("User is single", "User's boyfriend Ken is a chef", True),
+        ("User is single", "User got married in Lisbon last spring", True),
+        ("User's girlfriend is Mei", "User is single again", True),
+        ("User's girlfriend is Mei", "User got engaged to Mei at the weekend", True),
+        ("User is engaged to Mei", "User's wife Mei teaches maths", True),
+        ("User is married to Ken", "User is divorced", True),
+        ("User is divorced", "User married Ken in June", True),
+        ("User is divorced", "User is single", False),  # both true at once
+        ("User is married to Ken", "User's boyfriend in college was Ken", False),  # two statuses said: read as none
+    ],
+)  # fmt: skip
+def test_each_marital_status_ends_the_ones_it_follows(held: str, said: str, ends: bool) -> None:
+    old = mem("user.family", held, 0)
+    [op] = reconcile([fact("user.family", said, 70)], [old], dedupe_threshold=T)
+    assert (op.action == "supersede" and op.target_id == old.id) is ends, op
 
 
 def test_eating_meat_again_ends_a_meatless_diet_whichever_slot_says_it() -> None:
