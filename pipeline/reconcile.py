@@ -752,6 +752,7 @@ _STATUS_RES: tuple[tuple[str, str, re.Pattern[str], bool], ...] = (
         re.compile(r"\bengaged\b(?! (?:in|with|by)\b)|\bfianc[eé]e?\b|(?<![要想准备打算])订婚|未婚[妻夫]", re.I),
         True,
     ),
+    ("marital", "engaged", re.compile(rf"{_USERS}\s*(?:fianc[eé]e?|未婚[妻夫])", re.I), False),
     ("marital", "dating", re.compile(rf"{_USERS}\s*(?:girlfriend|boyfriend|女朋友|男朋友|女友|男友)", re.I), False),
     (
         "marital",
