@@ -1926,6 +1926,14 @@ def test_a_stop_gap_is_passing_in_chinese_as_in_english() -> None:
     assert any("临时工" in f.value for f in _active(_facts_of("我是临时工，在仓库打包")))
 
 
+def test_ma_shang_is_at_once_only_where_ma_ends_no_word() -> None:
+    """马上 ("at once") dates a clause to the moment; the 马 that ends a word before 上 (宝马 + 上班, 骑马 + 上学)
+    does not."""
+    assert any("宝马" in f.value for f in _active(_facts_of("我开宝马上下班")))
+    assert any("骑马" in f.value for f in _active(_facts_of("我每天骑马上学")))
+    assert [f.value for f in _active(_facts_of("我马上要出门了，我住在昌平"))] == ["用户住在昌平"]
+
+
 def test_this_week_and_this_month_pass_in_chinese_as_in_english() -> None:
     """这个月 / 这个星期 date a clause to the moment as "this month", "this week" do in English; the month a change
     starts from ("从这个月开始") does not, nor a monthly habit (每个月), nor a date ahead that comes with what lasts."""
