@@ -510,8 +510,59 @@ def _sub(pattern: Any, repl: _Repl, data: bytes) -> bytes:
     return b"".join(pieces)
 
 
+_SCANNED: tuple[Any, ...] = (
+    _PRIVATE_KEY_RE,
+    _JWT_RE,
+    *(pattern for _, pattern in _API_KEY_PATTERNS),
+    _URL_CRED_RE,
+    _SLASH_LOGIN_RE,
+    _GO_DSN_RE,
+    _SEED_PHRASE_RE,
+    _BEARER_RE,
+    _CN_ID_RE,
+    _LABELLED_ID_RE,
+    _PAN_RE,
+    _LABELLED_PHONE_RE,
+    _INTL_PHONE_RE,
+    _CN_MOBILE_RE,
+    _NANP_PHONE_RE,
+    _PASSWORD_PROSE_RE,
+    _ASSIGN_RE,
+    _TOKEN_RE,
+    _PASSWORD_WEAK_RE,
+    _BRACKETED_SECRET_RE,
+    _LOGIN_PAIR_RE,
+    _ACCESS_CODE_RE,
+    _SMS_CODE_RE,
+    _YOUR_CODE_RE,
+    _CODE_NAMED_AFTER_RE,
+    _CODE_SHOWN_RE,
+    _CODE_USED_RE,
+)
+"""Every RE2 pattern `redact_secrets` runs over the text (a test holds the two lists equal)."""
+_SCANNED_STR: tuple[re.Pattern[str], ...] = (_CARD_RE, _IBAN_RE)
+"""The patterns it runs on the decoded text with Python's `re`."""
+
+
+def _any_scanned() -> Any:
+    """One RE2 alternation of `_SCANNED`: a text none of them matches anywhere comes out of `redact_secrets`
+    unchanged, and one pass over it tells so (about 6 µs a chat turn against 100 µs for the 38 passes; 0.6% of
+    chat turns match). Capture groups are made plain, since names repeat across the patterns; each pattern's
+    inline flags stay inside its own group."""
+    options = re2.Options()
+    options.max_mem = 64 << 20  # the union's automaton is larger than any one pattern's
+    plain = (re.sub(r"\(\?P<\w+>", "(?:", pattern.pattern) for pattern in _SCANNED)
+    return re2.compile("|".join(f"(?:{p})" for p in plain), options)
+
+
+_ANY_SCANNED_RE = _any_scanned()
+
+
 def redact_secrets(text: str) -> Redaction:
     """Replace credentials and personal identifiers with `[REDACTED:kind]` markers."""
+    out = _utf8(text)
+    if _ANY_SCANNED_RE.search(out) is None and not any(p.search(text) for p in _SCANNED_STR):
+        return Redaction(text=out.decode())  # the text itself, less any lone surrogate (as below)
     kinds: dict[str, bytes] = {}  # kind -> its marker, in order of first use
 
     def note(kind: str) -> bytes:
@@ -595,7 +646,6 @@ def redact_secrets(text: str) -> Redaction:
             lead, found = found[:cut], found[cut:]
         return lead + (note("token") if _looks_random(found.decode()) else found) + give_back
 
-    out = _utf8(text)
     out = _sub(_PRIVATE_KEY_RE, whole("private_key"), out)
     out = _sub(_JWT_RE, whole("jwt"), out)
     for kind, pattern in _API_KEY_PATTERNS:
