@@ -33,6 +33,7 @@ from pipeline.text import (
     has_cjk,
     normalize,
     own_and_shown,
+    pos_cut,
     remembered,
     reply_kind,
     split_clauses,
@@ -703,12 +704,10 @@ def _salient_noun(clause: str) -> str:
         if w not in _GENERIC_EN and not lx.EN_RELATIONS.get(w):
             return _slug(w)
     if has_cjk(clause):
-        import jieba.posseg as pseg
-
-        for word, flag in pseg.lcut(clause):
+        for word, flag in pos_cut(clause):
             if flag and flag[0] == "n" and has_cjk(word) and word not in {"用户", "我", "我们"} and len(word) >= 2:
                 return _slug(word)
-        for word, flag in pseg.lcut(clause):
+        for word, flag in pos_cut(clause):
             if flag and flag[0] == "v" and len(word) >= 2:
                 return _slug(word)
     return "misc"
@@ -908,11 +907,9 @@ def _could_be_name(words: str, ctx: _Context) -> bool:
 
 def _is_person_name(word: str) -> bool:
     """jieba's part-of-speech tag decides whether 老王/方向/白天 is a person's name."""
-    import jieba.posseg as pseg
-
     if len(word) == 2 and word[0] == word[1] and word[0] not in "常刚渐慢偏天人":
         return True  # a doubled pet name ("乐乐", "豆豆"), as children and pets are called; not 常常/刚刚/渐渐
-    tokens = pseg.lcut(word)
+    tokens = pos_cut(word)
     return (
         len(tokens) == 1
         and tokens[0].flag == "nr"
@@ -937,9 +934,7 @@ def zh_predicate_first(clause: str) -> bool:
     """Whether a Chinese clause starts with its predicate (a verb, preposition or adjective after any time words
     and adverbs: "现在改成周末去爬山", "一直在学日语"), so that its subject was left out; False when a noun comes
     first, which is the clause's own subject ("古巴是个岛国") or a bare noun phrase ("乐队主唱")."""
-    import jieba.posseg as pseg
-
-    for token in pseg.lcut(clause):
+    for token in pos_cut(clause):
         flag = token.flag or "x"
         if flag in _ZH_LEAD_FLAGS or not token.word.strip():
             continue
@@ -1100,12 +1095,10 @@ def _topic_after_i(text: str) -> str:
     """A topic said before the speaker ("咖啡我戒了快一个月了", "Python我用了五年", "周末我一般去爬山") put after
     them, so the value reads "用户咖啡戒了…" as Chinese says it, not "咖啡用户戒了…". Only a noun or a time (jieba's
     reading of its last word): "跟我说", "被我擦坏了", "但是我" keep their order."""
-    import jieba.posseg as pseg
-
     m = _ZH_TOPIC_THEN_I_RE.match(text)
     if m is None:
         return text
-    words = [t for t in pseg.lcut(m.group(1)) if t.word.strip()]
+    words = [t for t in pos_cut(m.group(1)) if t.word.strip()]
     if not words or not words[-1].flag.startswith(_ZH_TOPIC_FLAGS) or any(w.word in "你您他她它" for w in words):
         return text
     return "我" + m.group(1).strip() + text[m.end() :]
@@ -1715,10 +1708,8 @@ def _zh_named_pets(sentence: str, turn: Turn, ctx: _Context, conf: float, *, sin
     """ "我家金毛可乐能吃西葫芦不", "我的猫咪年糕今天不吃饭": the user's animal, named after its kind, whatever the
     sentence asks or says of it now. jieba's words after 我家/我的: the shortest run that the classifier takes for a
     kind of pet, then a word of two or three characters that it does not take for one, which ends a noun phrase."""
-    import jieba.posseg as pseg
-
     for m in _ZH_MINE_RE.finditer(sentence):
-        words = [t for t in pseg.lcut(sentence[m.end() : m.end() + 16]) if t.word.strip()]
+        words = [t for t in pos_cut(sentence[m.end() : m.end() + 16]) if t.word.strip()]
         splits = [
             (kind, words[k].word)
             for k in range(1, min(len(words) - 1, 4))
@@ -1868,11 +1859,10 @@ def _zh_lone_noun(clause: str) -> bool:
     if not has_cjk(clause) or len(clause) > 8:
         return False
     import jieba
-    import jieba.posseg as pseg
 
     if len(jieba.lcut(clause)) != 1:  # the cheap cut first: most clauses are more than one word
         return False
-    tokens = [t for t in pseg.lcut(clause) if t.word.strip()]
+    tokens = [t for t in pos_cut(clause) if t.word.strip()]
     return len(tokens) == 1 and (tokens[0].flag or "x")[0] == "n"
 
 
@@ -2760,19 +2750,15 @@ def _en_noun_phrase(head: str) -> bool:
 
 def _zh_noun_phrase(head: str) -> bool:
     """The same for Chinese, by jieba's part-of-speech tags ("成都", "一只柯基", "Java 和 Go")."""
-    import jieba.posseg as pseg
-
     if len(head) > 12 or re.search(r"[我你您他她它是有在没不]", head):
         return False
-    words = [(w, flag) for w, flag in pseg.lcut(head) if w.strip()]
+    words = [(w, flag) for w, flag in pos_cut(head) if w.strip()]
     return bool(words) and all(flag.startswith(_ZH_NP_FLAGS) or w in {"和", "跟", "、"} for w, flag in words)
 
 
 def _zh_noun(words: str) -> bool:
     """Whether jieba tags every word of a short phrase as a noun ("吉他", "孩子", "猫"; not "特别喜欢")."""
-    import jieba.posseg as pseg
-
-    tagged = [flag for w, flag in pseg.lcut(words) if w.strip()]
+    tagged = [flag for w, flag in pos_cut(words) if w.strip()]
     return bool(tagged) and all(flag.startswith(("n", "vn", "eng", "j")) for flag in tagged)
 
 
@@ -2783,9 +2769,7 @@ def _here(texts: list[str]) -> str | None:
         if m:
             return m.group(1)
         for z in _ZH_HERE_RE.finditer(text):
-            import jieba.posseg as pseg
-
-            places = [w for w, flag in pseg.lcut(z.group(1)) if flag == "ns"]
+            places = [w for w, flag in pos_cut(z.group(1)) if flag == "ns"]
             if places:
                 return "".join(places)
     return None

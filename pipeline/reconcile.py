@@ -32,6 +32,7 @@ from pipeline.text import (
     has_cjk,
     normalize,
     numbers_conflict,
+    pos_cut,
 )
 from schemas.pipeline import (
     CandidateFact,
@@ -181,9 +182,7 @@ def _salient(text: str) -> set[str]:
     t = _SUBJECT_WORDS_RE.sub(" ", normalize(text))
     out = {m.group(0).lower().rstrip(".") for m in _EN_SALIENT_RE.finditer(t)}
     if has_cjk(t):
-        import jieba.posseg as pseg
-
-        out |= {w for w, flag in pseg.lcut(t) if flag in {"nr", "ns", "nt", "nz"} and len(w) >= 2}
+        out |= {w for w, flag in pos_cut(t) if flag in {"nr", "ns", "nt", "nz"} and len(w) >= 2}
     return {w for w in out if w and w not in {"user", "user's"}}
 
 
@@ -208,9 +207,7 @@ def _specifics(text: str, key: str) -> set[str]:
     words = {_stem(w) for w in content_tokens(re.sub(r"[\u3400-\u9fff]+", " ", t)) if w not in _LIGHT_WORDS}
     words -= {_stem(w) for w in topic}
     if has_cjk(t):
-        import jieba.posseg as pseg
-
-        words |= {w for w, f in pseg.lcut(t) if f.startswith(_ZH_SPECIFIC_FLAGS) and len(w) >= 2}
+        words |= {w for w, f in pos_cut(t) if f.startswith(_ZH_SPECIFIC_FLAGS) and len(w) >= 2}
         words -= topic | _LIGHT_WORDS
     # Stemmed like the content words: "Emacs" (a name) and "emacs" (a word) are one specific, not two.
     return {_stem(w) for w in _salient(text)} | {w for w in words if w and w not in {"user", "user's"}}

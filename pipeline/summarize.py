@@ -24,6 +24,7 @@ from pipeline.text import (
     is_mail_header,
     normalize,
     own_and_shown,
+    pos_cut,
     remembered,
     reply_kind,
     restates_quoted,
@@ -224,9 +225,7 @@ def _entities(turns: list[tuple[Turn, str]]) -> list[str]:
                 counts[w] += 2 if turn.role is Role.user else 1
                 first_seen.setdefault(w, len(first_seen))
         if has_cjk(text):
-            import jieba.posseg as pseg
-
-            for word, flag in pseg.lcut(text):
+            for word, flag in pos_cut(text):
                 if flag in {"nr", "ns", "nt", "nz"} and len(word) >= 2 and has_cjk(word):
                     counts[word] += 2 if turn.role is Role.user else 1
                     first_seen.setdefault(word, len(first_seen))

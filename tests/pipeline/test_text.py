@@ -421,3 +421,19 @@ def test_a_times_colon_ends_no_clause() -> None:
     assert split_clauses("健身房 6：45 开门") == ["健身房 6：45 开门"]
     assert split_clauses("两个习惯：早睡，早起") == ["两个习惯", "早睡", "早起"]
     assert split_clauses("版本：3.2") == ["版本", "3.2"]
+
+
+def test_pos_cut_cuts_and_tags_as_jieba_does_the_second_time_too() -> None:
+    """`pos_cut` remembers how jieba's HMM tagged each run of characters; what it gives must stay jieba's."""
+    import json
+    from pathlib import Path
+
+    import jieba.posseg as pseg
+
+    from pipeline.text import pos_cut
+
+    data = Path(__file__).resolve().parents[2] / "hindsight/training/data/dialogue_clauses_zh.jsonl"
+    lines = [json.loads(line)["text"] for line in data.read_text(encoding="utf-8").splitlines()[:400]]
+    texts = lines + ["，".join(lines[i : i + 5]) for i in range(0, len(lines), 5)] + ["老王说小雨下周去成都", ""]
+    for _ in range(2):  # the first pass fills what it remembers, the second reads it
+        assert [[tuple(p) for p in pos_cut(t)] for t in texts] == [[tuple(p) for p in pseg.lcut(t)] for t in texts]
