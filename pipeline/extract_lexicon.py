@@ -342,6 +342,12 @@ ZH_QUESTION = re.compile(
     r"[?？]$|[吗呢么]$|(?:干|搞|弄)嘛$|[吗呢][~～。!！]*$|^(?:怎么|怎样|为什么|为啥|什么|哪|多少|几|是否|有没有|要不要|会不会|是不是|能不能)|对吧$|好不好$|行不行$"
     # a verb asked as "A-not-A" anywhere in the clause: "我是不是该学 rust 啊", "周末要不要带伞"
     r"|是不是|要不要|该不该|能不能|可不可以|会不会|需不需要|值不值得|适不适合|用不用|算不算|有没有(?!有)"
+    # a pick between two asked with a closing particle and no mark ("周末去爬山还是看电影啊", "选红的还是白的呢"):
+    # 还是 between the two, not "still" / "after all" (after a pronoun or 也/都/就, at the start, before an adverb or
+    # with a negation after it: "我还是喜欢猫啊", "还是家里好啊", "等了三天还是没到啊", "住了五年还是吃不惯啊")
+    r"|(?<=[^\s，,。我你他她它们也都就还要])还是"
+    r"(?!很|挺|有点|有些|不|没|会|能|那么|这么|老|一直|要|得|蛮|太|特别|非常|比较|一样|照样|觉得|喜欢|想|在|是)"
+    r"(?![^，,。]*[不没])[^，,。；;！!？?\s]{1,8}[啊呀呢吖][~～。!！]*$"
     # asking for a way or a pick without a question mark ("有啥办法把…导成 markdown", "在家能练点啥")
     r"|(?:有啥|有什么|有没有)(?:办法|方法|推荐|建议|好的?|技巧|窍门)|^有啥|(?<![没])(?:啥|什么)[呢啊呀]?$"
     # a question with no question mark, its question word inside: "换什么狗粮比较好", "选哪个合适", "咋办"

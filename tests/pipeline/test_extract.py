@@ -2,7 +2,7 @@ import re
 import uuid
 from datetime import UTC, datetime
 
-from pipeline.extract import _without_echo, extract_facts
+from pipeline.extract import _is_question, _without_echo, extract_facts
 from pipeline.slot_model import SlotJudge
 from schemas.pipeline import CandidateFact, MemoryKind, MemoryState, Role, Source, Transcript, Turn
 
@@ -1385,6 +1385,16 @@ def test_chinese_questions_without_a_question_mark_give_nothing() -> None:
     facts = _active(extract_facts(_transcript(("user", "我是做会计的，有啥办法提高 Excel 效率"))))
     assert [f.key for f in facts] == ["user.role"]
     assert "Excel" not in facts[0].value
+
+
+def test_a_chinese_pick_between_two_asked_without_a_mark_gives_nothing() -> None:
+    """ "A 还是 B 啊" asks which; 还是 as "still" or "after all" states."""
+    for text in ("年会穿裙子还是西装啊", "这周末去苏州还是杭州呢"):
+        assert _active(extract_facts(_transcript(("user", text)))) == [], text
+    facts = _active(extract_facts(_transcript(("user", "相机买索尼还是佳能啊，我是做婚礼摄影的"))))
+    assert [f.value for f in facts] == ["用户是做婚礼摄影的"]
+    assert _find(extract_facts(_transcript(("user", "我在广州住了八年，还是吃不惯辣啊"))), "吃不惯辣")
+    assert not any(_is_question(c) for c in ("我还是喜欢养猫啊", "还是家里好啊", "等了三天还是没到啊"))
 
 
 def test_what_someone_thinks_of_the_user_is_theirs_but_a_reported_fact_is_kept() -> None:
