@@ -301,9 +301,9 @@ SLOTS: tuple[Slot, ...] = (
         K.preference,
         "many",
         "software tools, frameworks, services and clouds used",
-        _w("stack tech technology framework tools tool uses service cloud"),
-        _w("技术栈 框架 技术 工具 服务 云"),
-        _w("tools tool tech technology framework frameworks cloud infra services hosting"),
+        _w("stack tech technology framework tools tool uses service cloud browser"),
+        _w("技术栈 框架 技术 工具 服务 云 浏览器"),
+        _w("tools tool tech technology framework frameworks cloud infra services hosting browser browsers"),
         ("user", "person", "team", "project"),
     ),
     Slot(

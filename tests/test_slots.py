@@ -48,6 +48,8 @@ def test_keys_written_differently_meet_on_their_slot() -> None:
     assert _name(slots.key_slot("person:maya.hobbies")) == "hobby"
     assert _name(slots.key_slot("user.diet.spicy_food")) == "diet"
     assert slots.key_slot("user.something_else") is None
+    # a browser is a tool the user uses, where the classifier files "I use Firefox" and "我用 Chrome 浏览器"
+    assert _name(slots.key_slot("user.browser")) == "stack"
     assert keys_match("user.home_city", "user.city")
     assert keys_match("user.occupation", "user.role")
     assert not keys_match("user.city", "person:maya.city")  # another subject is another memory
