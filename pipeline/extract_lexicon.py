@@ -342,6 +342,8 @@ ZH_QUESTION = re.compile(
     r"[?？]$|[吗呢么]$|(?:干|搞|弄)嘛$|[吗呢][~～。!！]*$|^(?:怎么|怎样|为什么|为啥|什么|哪|多少|几|是否|有没有|要不要|会不会|是不是|能不能)|对吧$|好不好$|行不行$"
     # a verb asked as "A-not-A" anywhere in the clause: "我是不是该学 rust 啊", "周末要不要带伞"
     r"|是不是|要不要|该不该|能不能|可不可以|会不会|需不需要|值不值得|适不适合|用不用|算不算|有没有(?!有)"
+    # any word asked as A-not-A ("贵不贵", "难不难啊", "去没去过"); not the adverbs 时不时 / 动不动, nor "不错不错"
+    r"|(?<!不)(?<!没)(?P<asked>[\u4e00-\u9fff])(?<![时动])[不没](?P=asked)"
     # a pick between two asked with a closing particle and no mark ("周末去爬山还是看电影啊", "选红的还是白的呢"):
     # 还是 between the two, not "still" / "after all" (after a pronoun or 也/都/就, at the start, before an adverb or
     # with a negation after it: "我还是喜欢猫啊", "还是家里好啊", "等了三天还是没到啊", "住了五年还是吃不惯啊")

@@ -1380,8 +1380,17 @@ def test_an_amount_alone_is_no_fact_unless_it_answers_what_was_asked() -> None:
 
 
 def test_chinese_questions_without_a_question_mark_give_nothing() -> None:
-    for text in ("我是不是该换个机械键盘啊", "有啥办法让猫不抓沙发", "在家能练点啥"):
+    for text in (
+        "我是不是该换个机械键盘啊",
+        "有啥办法让猫不抓沙发",
+        "在家能练点啥",
+        "这款耳机贵不贵啊",
+        "那家店你去没去过",
+    ):
         assert _active(extract_facts(_transcript(("user", text)))) == [], text
+    # A-not-A asks, whatever the word (the question is no part of the fact after it); 时不时 ("now and then") does not
+    assert not _find(extract_facts(_transcript(("user", "钢琴考级难不难啊，我学了五年了"))), "难不难")
+    assert _find(extract_facts(_transcript(("user", "我时不时去爬山"))), "爬山")
     facts = _active(extract_facts(_transcript(("user", "我是做会计的，有啥办法提高 Excel 效率"))))
     assert [f.key for f in facts] == ["user.role"]
     assert "Excel" not in facts[0].value
