@@ -704,10 +704,11 @@ def _salient_noun(clause: str) -> str:
         if w not in _GENERIC_EN and not lx.EN_RELATIONS.get(w):
             return _slug(w)
     if has_cjk(clause):
-        for word, flag in pos_cut(clause):
+        tagged = pos_cut(clause)
+        for word, flag in tagged:
             if flag and flag[0] == "n" and has_cjk(word) and word not in {"用户", "我", "我们"} and len(word) >= 2:
                 return _slug(word)
-        for word, flag in pos_cut(clause):
+        for word, flag in tagged:
             if flag and flag[0] == "v" and len(word) >= 2:
                 return _slug(word)
     return "misc"
