@@ -569,8 +569,9 @@ _TERM = (
     r"(?:(?:the user's|user's|the|my|our|a|an)\s+)?(?:(?:old|former|previous|ex-?)\s*)?"
     r"(" + _NAME + r"(?-i:\s" + _CAP_NAME + r")?)"
 )
-_ZH_WHEN = r"(?:\d{4}年(?:\d{1,2}月)?(?:\d{1,2}日)?|去年|前年|上个?月|上周)?\s*"
-"""A resolved or relative date that may stand between a Chinese object and its verb ("车2026年11月卖了")."""
+_ZH_WHEN = r"(?:\d{4}年(?:\d{1,2}月)?(?:\d{1,2}日)?(?:初|底|中|末|那周|那天)?|去年|前年|上个?月|上周)?\s*"
+"""A resolved or relative date that may stand between a Chinese object and its verb ("车2026年11月卖了", "豆豆2026年初
+走了", "2026年11月23日那周": last week resolved)."""
 _ZH_GONE = (
     r"(?:卸了|卸载了|删了|退了|扔了|丢下了|放下了|荒废了|停了|卖了|送人了|(?:卖|扔|退|卸|删)掉了"
     r"|不(?:打|学|玩|练|跑|弹|写|追|考|做|去|用|喝|吃|抽|看|养)了)"
@@ -605,6 +606,13 @@ _REPLACED_RES = (
         r"(?:shelved|dropped|ditched|scrapped|abandoned|over)\b"
         r"|(" + _NAME + r")\s+(?:died|passed away|passed on)\b|\blost\s+" + _TERM,
         re.I,
+    ),
+    # the same in Chinese: "豆豆年初走了", "球球去年去世了", "奶奶前年过世了" (a two-character name, as most pets' and
+    # kin's are: a longer run would take in the words before the name; not a pronoun's "他们都走了")
+    re.compile(
+        r"(?<![他她它我你])(?![他她它我你]?们)([\u4e00-\u9fff]{2})"
+        + _ZH_WHEN
+        + r"(?:已经|也)?(?:去世|过世|离世|病逝|走了|死了)"
     ),
     # "Hannah and I broke up", "broke up with Hannah", "divorced Tom", "我和小雨分手了", "跟老李离婚了"
     re.compile(

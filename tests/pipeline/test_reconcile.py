@@ -712,6 +712,21 @@ def test_a_chinese_thing_sold_or_given_away_names_the_memory_of_it_even_by_one_c
                                         [books], dedupe_threshold=T)] == ["insert"]  # fmt: skip
 
 
+def test_a_chinese_companion_gone_names_the_memory_of_it_under_any_key_and_a_pronoun_names_nothing() -> None:
+    """ "球球年初走了" names the pet memory that holds 球球 (as "Biscuit passed away" does), with the date resolved
+    between the name and the verb (年初 → "2026年初", last week → "2026年11月23日那周"); "他们都走了" names no one."""
+    from pipeline.reconcile import _replaced_terms
+
+    rabbit = mem("user.pet", "用户养了一只垂耳兔，叫球球", 0)
+    for said in ("球球2026年初走了以后用户难过了很久", "用户家球球2026年11月23日那周去世了", "球球已经走了"):
+        gone = fact("user.mood", said, 80, supersedes_previous=True)  # far in meaning: only the name meets it
+        [op] = reconcile([gone], [rabbit], dedupe_threshold=T)
+        assert (op.action, op.target_id) == ("supersede", rabbit.id), said
+    assert _replaced_terms("用户的外婆2025年过世了") == ("外婆",)
+    for nobody in ("他们都走了", "她们也走了", "我们走了"):
+        assert _replaced_terms(nobody) == (), nobody
+
+
 def test_chinese_objects_before_the_verb_that_ends_them_and_a_source_marker_only_as_one() -> None:
     """ "羽毛球不打了" (with 用户 after the object, as a value says it) names 羽毛球; "日语…已经放下了" names 日语.
     由 marks a source only before a verb of change: "自由泳" names no source, so a change that names none retires a
