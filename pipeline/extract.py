@@ -295,7 +295,9 @@ def _goes_on_about_it(clause: str) -> bool:
 
 
 def _is_time_bound(clause: str) -> bool:
-    return bool(lx.ZH_TIME_TRANSIENT.search(clause) or lx.EN_TIME_TRANSIENT.search(clause))
+    if lx.ZH_TIME_TRANSIENT.search(clause) or lx.EN_TIME_TRANSIENT.search(clause):
+        return True
+    return bool(lx.ZH_JUST_DONE.search(clause) or lx.EN_JUST_DONE.search(clause)) and not lx.HABITUAL.search(clause)
 
 
 def _is_mood(clause: str) -> bool:

@@ -307,6 +307,24 @@ EN_TIME_TRANSIENT = re.compile(
     r"\b(?:got|scored|received|getting) (?:an? )?\d+(?:\.\d+)?\s?%? (?:on|in) (?:my|the|our|this|that)\b",
     re.I,
 )
+ZH_JUST_DONE = re.compile(
+    r"刚刚?(?:从[^，,。；;]{1,10}?)?"
+    r"(?:(?<![搬调转])(?:回来|回到家|到家)|下了?(?:[早中晚夜白]?班|课|飞机|高铁|火车)|起床|睡醒"
+    r"|(?![搬修读学还生结离建盖买卖刚])[\u4e00-\u9fff]完)"
+)
+"""Just back, just off, just up, just done ("刚下夜班", "刚从健身房回来", "刚考完"): an outing or a task that has
+ended, whose aftermath is of the moment. Not a move back ("刚从北京搬回来", "调回来"), nor what is done once and
+lasts ("刚搬完家", "刚还完房贷", "刚生完孩子", "刚买完房", "刚读完研")."""
+EN_JUST_DONE = re.compile(
+    r"\bjust (?:got|gotten|came) (?:back\b(?! together)(?! from (?:living|working|studying|teaching|serving)\b)|home\b"
+    r"|off (?:the (?:phone|plane|train|bus)|a call)\b)|\bjust woke up\b",
+    re.I,
+)
+"""The same in English ("just got back from the gym", "just got off the plane", "just woke up"); not "got back
+together", nor back from years lived or worked somewhere. Not "just got off work" either: it goes on to say the
+job ("…off work as a museum guide", "…off my shift at the hospital")."""
+HABITUAL = re.compile(r"每|经常|常常|总是|通常|一般|平时|\bevery\b|\busually\b|\balways\b|\boften\b", re.I)
+"""A habit said of such an ending ("每天刚下班就去健身房") is no moment."""
 EN_MOOD = re.compile(
     r"\btired\b|exhausted|stressed|\bbored\b|\bhungry\b|\bsick\b|annoyed|frustrated|\bin a hurry\b|"
     r"sleepy|\bugh\b|\blol\b|\bhaha\b|\bwhoa\b|\bcurious\b|anxious|\bupset\b|\bexcited\b|\bmood\b",

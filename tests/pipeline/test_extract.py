@@ -1907,6 +1907,23 @@ def test_what_holds_for_the_moment_is_not_kept_and_dates_only_its_own_part() -> 
     assert "54" not in study.value
 
 
+def test_just_back_or_just_done_is_of_the_moment_but_a_move_back_or_a_habit_is_not() -> None:
+    """ "刚从超市回来", "刚下早班", "just got back from the dentist": an outing or a task that has ended, whose
+    aftermath passes. A move back lasts ("刚从深圳搬回来"), as does a habit said with the same words ("每天刚下班就去
+    游泳"), and "got back together" is no return."""
+    from pipeline.extract import _is_time_bound
+
+    for said in ("我刚从超市回来", "刚下早班", "刚背完单词", "刚洗完碗", "just got back from the dentist",
+                 "I just woke up", "just got off the train"):  # fmt: skip
+        assert _is_time_bound(said), said
+    for said in ("我刚从深圳搬回来", "每天刚下班就去游泳", "刚搬完家", "we just got back together",
+                 "just got back from living in Seoul for three years"):  # fmt: skip
+        assert not _is_time_bound(said), said
+    facts = _active(_facts_of("刚下早班，我在机场做地勤"))
+    assert _find(facts, "地勤")
+    assert not [f for f in facts if "早班" in f.value]
+
+
 def test_words_that_hold_a_negation_character_without_denying_are_not_negations() -> None:
     """特别 (especially) holds 别 (don't), 未来 (future) holds 未: "我特别喜欢画画" likes painting."""
     [likes] = _active(_facts_of("我特别喜欢画画"))
