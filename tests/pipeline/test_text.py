@@ -148,6 +148,10 @@ def test_change_cues() -> None:
     assert has_change_cue("去年伤了膝盖以后就没再跑过")  # 没再: not since
     assert has_change_cue("spanish is officially shelved")
     assert has_change_cue("our old cat passed away in March")
+    # a death said as how it came ("老死了", "病死了") or in the written word (离世, 病逝); not 死了 of degree
+    assert has_change_cue("仓鼠前几天老死了")
+    assert has_change_cue("外公去年离世了")
+    assert not has_change_cue("今天热死了")
     # a marriage, someone named lost; not keys or weight
     assert has_change_cue("我跟我老婆上个月刚领的证")
     assert has_change_cue("we got married in May")
