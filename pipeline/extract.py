@@ -1718,6 +1718,7 @@ def _zh_named_pets(sentence: str, turn: Turn, ctx: _Context, conf: float, *, sin
             for k in range(1, min(len(words) - 1, 4))
             if has_cjk(kind := "".join(t.word for t in words[:k]))
             and re.fullmatch(r"[\u4e00-\u9fff]{2,3}", words[k].word)
+            and without_time(words[k].word) == words[k].word  # "我的猫咪今天不吃饭": 今天 is when, not who
             and words[k + 1].flag[:1] != "n"  # a name would run on into a noun
         ]
         # What the words are, without the name to sway it: every reading asked in one batch.

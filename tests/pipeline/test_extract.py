@@ -1672,6 +1672,9 @@ def test_a_chinese_pet_named_after_its_kind_is_kept_whatever_the_sentence_asks()
     # not a pet: downstairs, a phone
     assert not [f for f in _facts_of("我家楼下新开了一家店") if f.key == "user.pet"]
     assert not [f for f in _facts_of("我的手机屏幕碎了") if f.key == "user.pet"]
+    # a word of time after the kind says when, and names no one ("我的猫咪昨天不吃饭" was "a cat called <the date>")
+    for when in ("我的猫咪昨天不吃饭", "我家狗狗上周吐了两次", "我家仓鼠前天跑丢了"):
+        assert not [f for f in _facts_of(when) if "叫" in f.value], when
 
 
 def test_a_new_holder_of_a_one_at_a_time_relation_is_a_change_and_a_friend_is_not() -> None:
