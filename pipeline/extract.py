@@ -297,6 +297,8 @@ def _goes_on_about_it(clause: str) -> bool:
 def _is_time_bound(clause: str) -> bool:
     if lx.ZH_TIME_TRANSIENT.search(clause) or lx.EN_TIME_TRANSIENT.search(clause):
         return True
+    if lx.ACUTE_ILLNESS.search(clause) and not lx.CHRONIC.search(clause):
+        return True
     return bool(lx.ZH_JUST_DONE.search(clause) or lx.EN_JUST_DONE.search(clause)) and not lx.HABITUAL.search(clause)
 
 

@@ -325,6 +325,24 @@ together", nor back from years lived or worked somewhere. Not "just got off work
 job ("…off work as a museum guide", "…off my shift at the hospital")."""
 HABITUAL = re.compile(r"每|经常|常常|总是|通常|一般|平时|\bevery\b|\busually\b|\balways\b|\boften\b", re.I)
 """A habit said of such an ending ("每天刚下班就去健身房") is no moment."""
+ACUTE_ILLNESS = re.compile(
+    r"\b(?:chest|ear|eye|sinus|throat|kidney|bladder|urinary|tooth|gum|skin|wound|yeast|stomach|lung|bacterial|viral"
+    r"|nasty|bad|an|the|a)\s+infection\b(?! (?:control|prevention|disease|risk))|\bfood poisoning\b|\bnorovirus\b"
+    r"|\bstomach (?:flu|bug)\b|\bstrep(?: throat)?\b|\btested positive\b"
+    r"|\b(?:have|has|'ve|got) covid\b(?! (?:vaccine|jab|shot|booster))|\bpink ?eye\b|"
+    r"(?<!慢性)(?:咽喉|喉咙|嗓子|扁桃体|牙龈|伤口|眼睛|肠胃)?发炎|食物中毒|(?<!慢性)肠胃炎|牙疼|牙痛|落枕"
+    r"|(?:扭|崴)(?:到|伤)了?(?:脚|腰|手)|(?:^|(?<=[我他她也又都家]))阳了",
+    re.I,
+)
+"""An acute illness or a small injury ("a chest infection", "food poisoning", "嗓子发炎", "落枕", "我阳了"): it passes
+as a cold does (`EN_TIME_TRANSIENT` / `ZH_TIME_TRANSIENT` name the cold and the fever). Not a city that ends in 阳
+("搬去沈阳了"), nor infection control as a job."""
+CHRONIC = re.compile(
+    r"\bprone\b|\bchronic|\brecurr|\bkeep getting\b|\blong covid\b|\bsince (?:i was|childhood)\b|\bevery\b"
+    r"|\busually\b|\balways\b|\boften\b|慢性|容易|老是|经常|常常|总是|每|从小",
+    re.I,
+)
+"""What makes such an illness the user's lasting condition ("prone to ear infections", "慢性咽炎", "老是牙龈发炎")."""
 EN_MOOD = re.compile(
     r"\btired\b|exhausted|stressed|\bbored\b|\bhungry\b|\bsick\b|annoyed|frustrated|\bin a hurry\b|"
     r"sleepy|\bugh\b|\blol\b|\bhaha\b|\bwhoa\b|\bcurious\b|anxious|\bupset\b|\bexcited\b|\bmood\b",

@@ -1927,6 +1927,23 @@ def test_just_back_or_just_done_is_of_the_moment_but_a_move_back_or_a_habit_is_n
     assert not [f for f in facts if "早班" in f.value]
 
 
+def test_an_acute_illness_passes_but_a_condition_the_user_is_prone_to_does_not() -> None:
+    """An infection, food poisoning, a stiff neck, a toothache pass as a cold does; what the user is prone to, has
+    chronically or keeps getting is their health. Not a city that ends in 阳, nor infection control as a job."""
+    from pipeline.extract import _is_time_bound
+
+    for said in ("on antibiotics for an ear infection", "got food poisoning from a kebab", "my kid has strep throat",
+                 "I've got covid, second line is faint", "扁桃体发炎了", "早上起来落枕了", "全家都阳了",
+                 "这两天牙疼"):  # fmt: skip
+        assert _is_time_bound(said), said
+    for said in ("I'm prone to ear infections", "I work in infection control", "I got my covid booster",
+                 "我有慢性咽炎", "老是牙龈发炎", "我搬去沈阳了"):  # fmt: skip
+        assert not _is_time_bound(said), said
+    facts = _active(_facts_of("I'm a pharmacist in Leeds, off work with a chest infection"))
+    assert _find(facts, "pharmacist")
+    assert not [f for f in facts if "infection" in f.value]
+
+
 def test_words_that_hold_a_negation_character_without_denying_are_not_negations() -> None:
     """特别 (especially) holds 别 (don't), 未来 (future) holds 未: "我特别喜欢画画" likes painting."""
     [likes] = _active(_facts_of("我特别喜欢画画"))
