@@ -464,7 +464,7 @@ def _also_slots(clause: str, attr: lx.Attribute, judge: SlotJudge) -> list[str]:
 
 
 JOB_ENDED_RE = re.compile(
-    r"辞职|离职|辞掉了?工作|被裁|被辞退|被开除|失业|下岗|退休|跳槽|换(?:了|了份|了个)?工作|"
+    r"辞职|离职|辞掉了?工作|被裁|被辞退|被开除|被解雇|被炒鱿鱼|失业|下岗|退休|跳槽|换(?:了|了份|了个)?工作|"
     r"\b(?:changed|switched|changing|switching) jobs\b|"
     r"\b(?:quit|left|leaving|quitting) (?:my|the|her|his|their) (?:job|position|role|company)\b"
     r"(?! \w*(?:party|car|building))|\bresign(?:ed|ing)?\b(?! (?:myself|ourselves|to)\b)|"

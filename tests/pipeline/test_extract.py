@@ -1768,7 +1768,7 @@ def test_a_day_of_the_week_that_a_liking_names_is_no_time_of_the_clause() -> Non
 def test_a_job_that_ended_also_reads_as_the_employers_slot() -> None:
     """ "我辞职了" is a decision to the classifier; the job it ended is what the employer's memory holds, so a
     change filed under the decision still meets that memory in reconcile (`also_slots`)."""
-    for said in ("我辞职了", "I quit my job last week"):
+    for said in ("我辞职了", "I quit my job last week", "我上周被解雇了", "年初被炒鱿鱼了"):
         facts = _active(extract_facts(_transcript(("user", said))))
         assert any(f.key == "user.employer" or "employer" in f.also_slots for f in facts), (said, facts)
     [laptop] = _active(extract_facts(_transcript(("user", "I switched to a MacBook and retired my old laptop"))))
