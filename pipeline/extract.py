@@ -1400,7 +1400,7 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
             continue
         if _MINE_RE.match(clause):
             continue  # "Mine is Icky Thump" after no question: what it is the speaker's favourite of is not said
-        clause = _as_news(_as_event(_as_self_description(_said_for_me(clause))))
+        clause = _as_news(_as_event(_as_self_description(_said_for_me(_with_my(clause)))))
         known = ctx.last_person
         _note_people(clause, ctx)  # "I live with my husband, he's a doctor": "he" is the husband
         if ctx.last_person is not known:
@@ -2084,6 +2084,22 @@ _ZH_SAY_THAT_RE = re.compile(
     r"^(?:你)?(?:记得|帮我|再|顺便)*(?:写上|加上|加一句|补充|补上|备注|注明|提一下|提到|说明|写明|标注|说一下)(?:一下|一句)?"
     r"[:：]?\s*(我.+)$"
 )
+
+
+_EN_BARE_MINE_RE = re.compile(
+    r"^(?:job|project|thesis|dissertation|team|boss|company|startup|major|degree|flat|apartment|house|car|commute"
+    r"|wife|husband|partner|girlfriend|boyfriend|fiance|fiancee|kid|son|daughter|mum|mom|dad|sister|brother|dog|cat"
+    r"|landlord|lab)(?:'s| is| was| has)\b",
+    re.I,
+)
+"""A noun of the speaker's own opening a clause without "my", as chat drops it ("project is on antibiotic tolerance",
+"wife is a nurse", "job's mostly spreadsheets"): nouns that name what someone has (a job, a partner, a dog), in the
+singular. Not "kids are great", said of children in general."""
+
+
+def _with_my(clause: str) -> str:
+    """ "project is on X" → "my project is on X": the possessive chat leaves out, put back (`_EN_BARE_MINE_RE`)."""
+    return f"my {clause}" if not has_cjk(clause) and _EN_BARE_MINE_RE.match(clause) else clause
 
 
 def _said_for_me(clause: str) -> str:
@@ -2931,7 +2947,7 @@ def _candidate_clauses(own_texts: list[str]) -> list[str]:
     for text in own_texts:
         for sentence in split_sentences(text):
             for raw in split_clauses(_strip_discourse(sentence)):
-                clause = _strip_discourse(raw)
+                clause = _with_my(_strip_discourse(raw))
                 # What the general rules drop is never judged: no need to embed it (sentences and clauses
                 # rewritten on the way, as "that's the one", are embedded when they are asked about).
                 if clause and not (_is_smalltalk(clause) or _is_question(clause) or _is_time_bound(clause)):

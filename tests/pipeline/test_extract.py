@@ -1944,6 +1944,17 @@ def test_an_acute_illness_passes_but_a_condition_the_user_is_prone_to_does_not()
     assert not [f for f in facts if "infection" in f.value]
 
 
+def test_a_noun_of_ones_own_said_without_my_is_the_speakers() -> None:
+    """Chat drops "my" before a noun of the speaker's own ("thesis is on coral bleaching", "wife's a paramedic"):
+    the clause is theirs, and reads as it would with "my". Children in general ("kids are great") are no one's."""
+    [thesis] = _active(_facts_of("thesis is on coral bleaching in the red sea"))
+    assert thesis.key == "user.project"
+    assert thesis.value == "The user's thesis is on coral bleaching in the red sea"
+    [job] = [f for f in _active(_facts_of("job's mostly spreadsheets at a logistics firm")) if "logistics" in f.value]
+    assert job.value.startswith("The user's job")
+    assert not _active(_facts_of("kids are great at that age"))
+
+
 def test_words_that_hold_a_negation_character_without_denying_are_not_negations() -> None:
     """特别 (especially) holds 别 (don't), 未来 (future) holds 未: "我特别喜欢画画" likes painting."""
     [likes] = _active(_facts_of("我特别喜欢画画"))
