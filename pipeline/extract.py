@@ -1441,6 +1441,8 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         attr = _match_attribute(_reported_of_me(judged), ctx.judge)
         if attr is not None and attr.name == "name" and _BARE_NAME_RE.match(clause):
             continue  # "Tom, my boss, …", "Hello John, …": a name alone is someone addressed or spoken of
+        if attr is not None and attr.name == "name" and _NAMES_ANOTHER_RE.search(clause):
+            attr = None  # "got a kitten, I call her Mochi": the kitten's name, a detail of the fact before it
         if attr is not None and attr.name in ("role", "employer") and _seeks_job(clause):
             attr = _SLOT_ATTRIBUTES["goal"]  # "applying for a PM role at Canva" is no job held, but one wanted
         if attr is None and (_is_mood(clause) or lx.ZH_PLAN.search(clause) or lx.EN_PLAN.search(clause)):
@@ -2831,6 +2833,13 @@ def _resolve_reply(text: str, earlier: list[str], asked: Turn | None) -> str:
     return text
 
 
+_NAMES_ANOTHER_RE = re.compile(
+    r"\b(?:call|calls|called|calling|name|names|named|naming|christened)\s+(?:him|her|it|them)\b"
+    r"|给(?:它|他|她|牠)(?:取|起)(?:了个?|的)?名|(?:叫|管)(?:它|他|她|牠)(?:叫)?",
+    re.I,
+)
+"""A name given to someone or something else ("I call her Mochi", "we named him Pretzel", "我给它取名叫可乐"): not the
+speaker's name, but a detail of whom the sentence brought up (the kitten, the dog)."""
 _BARE_NAME_RE = re.compile(r"^[A-Z][a-z]+(?: [A-Z][a-z]+)?$")
 """A clause that is only a name: the speaker's own only as the answer to "what's your name?" (which `_with_topic`
 has made "My name is …" before the clause is read)."""

@@ -1955,6 +1955,18 @@ def test_a_noun_of_ones_own_said_without_my_is_the_speakers() -> None:
     assert not _active(_facts_of("kids are great at that age"))
 
 
+def test_a_name_given_to_someone_else_is_not_the_users_name() -> None:
+    """ "I call her Mochi", "我给它起名叫团子" name what the sentence brought up, not the speaker; "everyone calls me
+    Bex" and "大家都叫我小王" are the speaker's."""
+    for said in ("rescued a greyhound in may, we call her Pepper", "上个月捡了一只橘猫，我给它起名叫团子"):
+        assert not [f for f in _facts_of(said) if f.key == "user.name"], said
+    [pet] = [f for f in _active(_facts_of("上个月捡了一只橘猫，我给它起名叫团子")) if f.key == "user.pet"]
+    assert "团子" in pet.value
+    for said, name in (("everyone calls me Bex", "Bex"), ("大家都叫我小王", "小王")):
+        [me] = [f for f in _facts_of(said) if f.key == "user.name"]
+        assert name in me.value
+
+
 def test_words_that_hold_a_negation_character_without_denying_are_not_negations() -> None:
     """特别 (especially) holds 别 (don't), 未来 (future) holds 未: "我特别喜欢画画" likes painting."""
     [likes] = _active(_facts_of("我特别喜欢画画"))
