@@ -299,7 +299,11 @@ def _is_time_bound(clause: str) -> bool:
         return True
     if lx.ACUTE_ILLNESS.search(clause) and not lx.CHRONIC.search(clause):
         return True
-    return bool(lx.ZH_JUST_DONE.search(clause) or lx.EN_JUST_DONE.search(clause)) and not lx.HABITUAL.search(clause)
+    return (
+        bool(lx.ZH_JUST_DONE.search(clause) or lx.EN_JUST_DONE.search(clause))
+        and not lx.HABITUAL.search(clause)
+        and not lx.WITH_MINE.search(clause)
+    )
 
 
 def _is_mood(clause: str) -> bool:

@@ -1913,7 +1913,7 @@ def test_what_holds_for_the_moment_is_not_kept_and_dates_only_its_own_part() -> 
 def test_just_back_or_just_done_is_of_the_moment_but_a_move_back_or_a_habit_is_not() -> None:
     """ "刚从超市回来", "刚下早班", "just got back from the dentist": an outing or a task that has ended, whose
     aftermath passes. A move back lasts ("刚从深圳搬回来"), as does a habit said with the same words ("每天刚下班就去
-    游泳"), and "got back together" is no return."""
+    游泳"), and "got back together" is no return; said with someone of the user's, it names them."""
     from pipeline.extract import _is_time_bound
 
     for said in ("我刚从超市回来", "刚下早班", "刚背完单词", "刚洗完碗", "just got back from the dentist",
@@ -1922,6 +1922,10 @@ def test_just_back_or_just_done_is_of_the_moment_but_a_move_back_or_a_habit_is_n
     for said in ("我刚从深圳搬回来", "每天刚下班就去游泳", "刚搬完家", "we just got back together",
                  "just got back from living in Seoul for three years"):  # fmt: skip
         assert not _is_time_bound(said), said
+    # said with someone of the user's, the clause is read for them: the newborn, the dog are theirs
+    for said in ("just got home from the hospital with our newborn", "刚带着我家狗从医院回来"):
+        assert not _is_time_bound(said), said
+    assert [f for f in _active(_facts_of("just got back from a walk with my dog")) if f.key == "user.pet"]
     facts = _active(_facts_of("刚下早班，我在机场做地勤"))
     assert _find(facts, "地勤")
     assert not [f for f in facts if "早班" in f.value]
