@@ -310,11 +310,12 @@ EN_TIME_TRANSIENT = re.compile(
 ZH_JUST_DONE = re.compile(
     r"刚刚?(?:从[^，,。；;]{1,10}?)?"
     r"(?:(?<![搬调转])(?:回来|回到家|到家)|下了?(?:[早中晚夜白]?班|课|飞机|高铁|火车)|起床|睡醒"
-    r"|(?![搬修读学还生结离建盖买卖刚])[\u4e00-\u9fff]完)"
+    r"|(?![搬修读学还生结离建盖买卖换装转改迁升调刚])[\u4e00-\u9fff]完)"
 )
 """Just back, just off, just up, just done ("刚下夜班", "刚从健身房回来", "刚考完"): an outing or a task that has
 ended, whose aftermath is of the moment. Not a move back ("刚从北京搬回来", "调回来"), nor what is done once and
-lasts ("刚搬完家", "刚还完房贷", "刚生完孩子", "刚买完房", "刚读完研")."""
+lasts ("刚搬完家", "刚还完房贷", "刚生完孩子", "刚买完房", "刚读完研"), nor a change done ("刚换完手机", "刚装完 Linux",
+"刚转完专业"): what it changed to holds."""
 EN_JUST_DONE = re.compile(
     r"\bjust (?:got|gotten|came) (?:back\b(?! together)(?! from (?:living|working|studying|teaching|serving)\b)|home\b"
     r"|off (?:the (?:phone|plane|train|bus)|a call)\b)|\bjust woke up\b",
