@@ -303,6 +303,7 @@ def _is_time_bound(clause: str) -> bool:
         bool(lx.ZH_JUST_DONE.search(clause) or lx.EN_JUST_DONE.search(clause))
         and not lx.HABITUAL.search(clause)
         and not lx.WITH_MINE.search(clause)
+        and not lx.STATES_AGE.search(clause)
     )
 
 

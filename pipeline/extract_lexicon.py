@@ -326,6 +326,8 @@ together", nor back from years lived or worked somewhere. Not "just got off work
 job ("…off work as a museum guide", "…off my shift at the hospital")."""
 HABITUAL = re.compile(r"每|经常|常常|总是|通常|一般|平时|\bevery\b|\busually\b|\balways\b|\boften\b", re.I)
 """A habit said of such an ending ("每天刚下班就去健身房") is no moment."""
+STATES_AGE = re.compile(r"[\d一二三四五六七八九十两]+\s*岁|\b\d+(?:st|nd|rd|th) birthday\b", re.I)
+"""An age said with such an ending ("刚过完30岁生日"): the age holds."""
 WITH_MINE = re.compile(r"\bwith (?:my|our)\b|带着?|陪着?|(?:和|跟)(?:我家|我们家|我的)", re.I)
 """Such an ending said with someone of the user's ("just got home from the hospital with our newborn", "刚带狗从宠物医院
 回来"): the outing passes, but whom it names is the user's, and the clause is read for them."""
