@@ -344,11 +344,12 @@ ACUTE_ILLNESS = re.compile(
 as a cold does (`EN_TIME_TRANSIENT` / `ZH_TIME_TRANSIENT` name the cold and the fever). Not a city that ends in 阳
 ("搬去沈阳了"), nor infection control as a job."""
 CHRONIC = re.compile(
-    r"\bprone\b|\bchronic|\brecurr|\bkeep getting\b|\blong covid\b|\bsince (?:i was|childhood)\b|\bevery\b"
-    r"|\busually\b|\balways\b|\boften\b|慢性|容易|老是|经常|常常|总是|每|从小",
+    HABITUAL.pattern + r"|\bprone\b|\bchronic|\brecurr|\bkeep getting\b|\blong covid\b|\bsince (?:i was|childhood)\b"
+    r"|慢性|容易|老是|从小",
     re.I,
 )
-"""What makes such an illness the user's lasting condition ("prone to ear infections", "慢性咽炎", "老是牙龈发炎")."""
+"""What makes such an illness the user's lasting condition: a habit's words, or "prone to ear infections", "慢性咽炎",
+"老是牙龈发炎"."""
 EN_MOOD = re.compile(
     r"\btired\b|exhausted|stressed|\bbored\b|\bhungry\b|\bsick\b|annoyed|frustrated|\bin a hurry\b|"
     r"sleepy|\bugh\b|\blol\b|\bhaha\b|\bwhoa\b|\bcurious\b|anxious|\bupset\b|\bexcited\b|\bmood\b",
