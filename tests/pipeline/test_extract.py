@@ -1920,7 +1920,8 @@ def test_just_back_or_just_done_is_of_the_moment_but_a_move_back_or_a_habit_is_n
                  "I just woke up", "just got off the train"):  # fmt: skip
         assert _is_time_bound(said), said
     for said in ("我刚从深圳搬回来", "每天刚下班就去游泳", "刚搬完家", "刚换完手机", "刚装完 Linux",
-                 "we just got back together", "just got back from living in Seoul for three years"):  # fmt: skip
+                 "we just got back together", "just got back from living in Seoul for three years",
+                 "just got off work at the bakery"):  # fmt: skip
         assert not _is_time_bound(said), said
     # said with someone of the user's, the clause is read for them (the newborn, the dog are theirs); an age holds
     for said in ("just got home from the hospital with our newborn", "刚带着我家狗从医院回来", "刚过完35岁生日"):
