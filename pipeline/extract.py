@@ -546,6 +546,29 @@ def _rule_change(text: str, judge: SlotJudge) -> bool:
     return has_change_cue(text) and not _artifact_died(text, judge)
 
 
+_DAY_RE = re.compile(
+    r"(?<!since )\b(?:today|yesterday|tonight|this morning|last night)\b(?!['’]s)"
+    r"|(?<!从)(?:今天|昨天|前天|今晚|昨晚|今早|昨日)(?!的)",
+    re.I,
+)
+"""A day a thing happened on: not the day a state has lasted since ("hasn't eaten since yesterday", "从昨天开始"), nor
+what the day brought ("today's photos", "昨天的会"); a week's news ("this week", "这周") is more often a number of the
+moment."""
+
+
+def _dated_milestone(clause: str, judge: SlotJudge) -> bool:
+    """Whether a clause dated to a day tells a lasting change that the change classifier reads in it without its date
+    ("got my first car today", "我女儿昨天出生了"): the state it leads to holds after the day, as a dated change
+    with a cue does ("switched to Revolut yesterday")."""
+    if not _DAY_RE.search(clause):
+        return False
+    bare = without_time(clause)
+    if bare == clause or len(bare) < 4:
+        return False
+    p = judge.predict(bare)
+    return p.p_change >= judge.change_threshold and p.p_fact >= judge.threshold
+
+
 def _is_change(clause: str, judge: SlotJudge) -> bool:
     """Whether a clause says a lasting state changed: a change cue the rules list ("switched to", "不再"), or the
     change classifier's reading ("i do all my budgeting in ynab now", "健身卡到期就没续了") of whichever of its
@@ -1415,7 +1438,7 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         # state it leads to lasts, and the date is resolved in the value. Other dated clauses pass.
         dated = _is_time_bound(clause)
         dated_change = False
-        if dated and _rule_change(clause, ctx.judge):
+        if dated and (_rule_change(clause, ctx.judge) or _dated_milestone(clause, ctx.judge)):
             clause, dated, dated_change = _undated(clause), False, True
         elif dated and (head := _before_the_dated(clause)):
             clause, dated = head, False
@@ -1716,6 +1739,10 @@ ZH_PET_NAME_MAX_PROBABILITY = 0.8
 (可乐 0.16, 奶盖 0.65)."""
 
 
+_ZH_FUNCTION_LEAD_RE = re.compile(r"[被把将在给让从跟向往对]")
+"""Characters that open a passive, an object or a place put before the verb ("被", "把", "在"), not a name."""
+
+
 def _zh_named_pets(sentence: str, turn: Turn, ctx: _Context, conf: float, *, since: int) -> None:
     """ "我家金毛可乐能吃西葫芦不", "我的猫咪年糕今天不吃饭": the user's animal, named after its kind, whatever the
     sentence asks or says of it now. jieba's words after 我家/我的: the shortest run that the classifier takes for a
@@ -1727,6 +1754,7 @@ def _zh_named_pets(sentence: str, turn: Turn, ctx: _Context, conf: float, *, sin
             for k in range(1, min(len(words) - 1, 4))
             if has_cjk(kind := "".join(t.word for t in words[:k]))
             and re.fullmatch(r"[\u4e00-\u9fff]{2,3}", words[k].word)
+            and not _ZH_FUNCTION_LEAD_RE.match(words[k].word)  # "小黑被车撞了": jieba's 被车撞 is no name
             and without_time(words[k].word) == words[k].word  # "我的猫咪今天不吃饭": 今天 is when, not who
             and words[k + 1].flag[:1] != "n"  # a name would run on into a noun
         ]
@@ -1770,7 +1798,7 @@ def _undated(clause: str) -> str:
     ("just now") goes."""
     if has_cjk(clause):
         return re.sub(r"刚刚|刚才", "", clause)  # "just now" is no date to resolve, and is untrue a year later
-    return re.sub(r"\s{2,}", " ", lx.EN_TIME_TRANSIENT.sub("", clause)).strip(" ,")
+    return re.sub(r"\s+(?=[,.;!?])", "", re.sub(r"\s{2,}", " ", lx.EN_TIME_TRANSIENT.sub("", clause))).strip(" ,")
 
 
 _ZH_REPORTED_OF_ME_RE = re.compile(

@@ -1287,6 +1287,28 @@ def test_a_day_of_the_week_is_a_passing_time_and_a_weekly_one_is_not() -> None:
     assert not _active(extract_facts(_transcript(("user", "周五部门聚餐，帮我想几句祝酒词"))))
     assert _find(_active(extract_facts(_transcript(("user", "我每周五去游泳")))), "游泳")
     assert _find(_active(extract_facts(_transcript(("user", "我一般周六去爬山")))), "爬山")
+    assert _find(_active(extract_facts(_transcript(("user", "我每个礼拜六去打羽毛球")))), "羽毛球")
+
+
+def test_a_lasting_change_dated_to_a_day_is_kept() -> None:
+    """ "I adopted a beagle yesterday" says the user has a dog from now on: a day-dated clause whose words without
+    the day the change classifier reads as a lasting change is kept as a dated change. What the day brought, or a
+    state that has lasted since it, still passes."""
+
+    def kept(said: str) -> list[CandidateFact]:
+        return _active(extract_facts(_transcript(("user", said))))
+
+    assert _find(kept("We adopted a beagle from the shelter yesterday"), "beagle")
+    assert _find(kept("小女儿昨天出生了，六斤八两"), "女儿")
+    assert not kept("I went bowling with my cousins yesterday")
+    assert not _find(kept("my cockatiel hasn't sung since yesterday"), "sung")
+    assert not _find(kept("I fly drones and today's footage is all shaky"), "shaky")
+
+
+def test_a_pet_name_is_no_passive_phrase() -> None:
+    """jieba reads "被车撞" as one word; a name does not open with 被 / 把 / 在."""
+    for fact in _active(extract_facts(_transcript(("user", "我家花花被车撞了")))):
+        assert "叫被" not in fact.value
 
 
 def test_a_chinese_question_without_a_question_mark_states_nothing() -> None:
