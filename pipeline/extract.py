@@ -556,6 +556,18 @@ what the day brought ("today's photos", "昨天的会"); a week's news ("this we
 moment."""
 
 
+_TIME_LEFTOVER_RE = re.compile(
+    r"(?:(?:back|around|about|roughly|just|大概|大约|差不多|就是|是|在)\s*(?:in)?)?\s*(?:的时候|那会儿?|时)?", re.I
+)
+"""What may stand beside a time in a clause that says only when ("back in 2019", "大概两年前")."""
+
+
+def _time_only(clause: str) -> bool:
+    """Whether a clause says only when ("三个月前", "Back in 2019"): that belongs to the fact beside it."""
+    rest = without_time(clause)
+    return rest != clause and _TIME_LEFTOVER_RE.fullmatch(rest.strip(" ，,。.!！~～")) is not None
+
+
 def _dated_milestone(clause: str, judge: SlotJudge) -> bool:
     """Whether a clause dated to a day tells a lasting change that the change classifier reads in it without its date
     ("got my first car today", "我女儿昨天出生了"): the state it leads to holds after the day, as a dated change
@@ -1456,9 +1468,10 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         clause = _with_destination(clause, ctx)
         if ctx.speaker is not None and _addresses_other(clause, ctx):
             continue
-        if _FREQUENCY_ONLY_RE.match(clause):
+        if _FREQUENCY_ONLY_RE.match(clause) or _time_only(clause):
             # "…去爬山，一个月两三次" / "I swim, three times a week": how often belongs to the clause before it; before
-            # any fact ("周末的话，…", "On weekends, …"), it leads the next one.
+            # any fact ("周末的话，…", "On weekends, …"), it leads the next one. So does a time alone ("三个月前，我…",
+            # "Back in 2019, …"): when the fact came about, no fact of its own.
             (groups[-1][2] if groups else pending).append(clause)
             continue
         # A Chinese change is judged without its date ("下周一去美团报到" reads as a fact only as "去美团报到"), which

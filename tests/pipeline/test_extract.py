@@ -2150,3 +2150,12 @@ def test_reporting_for_duty_at_a_new_place_is_a_change_even_with_its_date() -> N
         facts = _active(extract_facts(_transcript(("user", said))))
         assert any(named in f.value and f.supersedes_previous and not f.negated for f in facts), (said, facts)
     assert not _active(extract_facts(_transcript(("user", "明天去会议报到，然后听一天报告"))))
+
+
+def test_a_time_said_alone_belongs_to_the_fact_beside_it() -> None:
+    """ "Four years ago, I …" / "大概半年前，我…": the lead says when the fact came about and is no fact of its own
+    (it was filed as a deadline or a trait holding only a date)."""
+    for said, word in (("Four years ago, I took up the cello", "cello"), ("三年前，我养了一只边牧", "边牧")):
+        facts = _active(extract_facts(_transcript(("user", said))))
+        assert len(facts) == 1
+        assert word in facts[0].value
