@@ -1566,6 +1566,8 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         core = next((c for c in clauses if _match_attribute(judged_as.get(c, c), ctx.judge) is attr), clauses[0])
         # "不是产品，是测试" / "not a student, I teach": negated only when every attribute clause is.
         stated = [c for c in clauses if _match_attribute(judged_as.get(c, c), ctx.judge) is not None]
+        if not stated and any(_match_attribute(judged_as.get(c, c), ctx.judge) is not None for c in said):
+            continue  # "是的，我是，但我很快…": the only clause that read as a fact says nothing; the rest state none
         # "I bake sourdough every weekend, my starter smells weird today": a clause beside the fact that is of the
         # moment is no part of it; a detail ("she's a rescue", "橘的") is.
         clauses = [c for c in clauses if c is core or c in stated or not _of_the_moment(c, ctx.judge)]

@@ -2159,3 +2159,9 @@ def test_a_time_said_alone_belongs_to_the_fact_beside_it() -> None:
         facts = _active(extract_facts(_transcript(("user", said))))
         assert len(facts) == 1
         assert word in facts[0].value
+
+
+def test_a_clause_that_says_nothing_lends_its_slot_to_no_other() -> None:
+    """ "Yes I am" reads as a name to the classifier, but says nothing: what follows it is not a name."""
+    for said in ("Yes I am, but my neighbours are loud", "嗯我是，但也说不好"):
+        assert not [f for f in _active(extract_facts(_transcript(("user", said)))) if f.key == "user.name"]
