@@ -1602,6 +1602,7 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
             negated=negated, also=also, change=change, referent=referent,
         )  # fmt: skip
     _named_companions(sentence, turn, lang, ctx, conf, since=before)
+    _family_in_passing(sentence, turn, lang, ctx, conf, since=before)
     _owned_things(sentence, turn, lang, ctx, conf, since=before)
 
 
@@ -1721,6 +1722,54 @@ def _owned_things(sentence: str, turn: Turn, lang: Lang, ctx: _Context, conf: fl
             continue  # "I just got a Pixel 8": a fact drawn from the sentence already says the user has it
         attr = _SLOT_ATTRIBUTES[p.slot]
         _add(ctx, f"user.{p.slot}", attr.kind, said, turn, conf, USER, lang)
+
+
+_EN_MY_FAMILY_RE = re.compile(
+    r"\b(?:my|our) (?:(two|three|four|2|3|4) )?"
+    r"(?:(?:little|baby|eldest|oldest|youngest|younger|older|teenage|newborn) )?"
+    r"(wife|husband|spouse|fianc[ée]e?|girlfriend|boyfriend|sons?|daughters?|kids|children|twins|toddler)\b(?!['’-])",
+    re.I,
+)
+_ZH_MY_FAMILY_RE = re.compile(
+    r"(?<![他她你它])(?:我们?(?:家的?|的)?|(?:^|(?<=[想要带得会]))(?:带|陪|和|跟|给))"
+    r"(老婆|老公|媳妇|爱人|妻子|丈夫|对象|女朋友|男朋友|未婚妻|未婚夫|儿子|女儿|闺女|孩子|娃)(?![子们的])"
+)
+"""The user's spouse, partner or children taken for granted ("what should I get my wife for her birthday", "周末想带
+女儿出去玩"): the user has them, whatever the sentence asks or plans. Not "his wife", "my friend's son", "my ex-wife";
+"我老婆的同事" is about someone else; a parent, which everyone has, says nothing."""
+_FAMILY_PLURAL = frozenset(("kids", "children", "twins", "sons", "daughters"))
+_KIN = (
+    frozenset(("wife", "husband", "spouse", "fiance", "fiancé", "fiancee", "fiancée"))
+    | frozenset(("老婆", "老公", "媳妇", "爱人", "妻子", "丈夫")),
+    frozenset(("son", "sons", "daughter", "daughters", "kid", "kids", "child", "children", "twins", "toddler", "baby"))
+    | frozenset(("儿子", "女儿", "闺女", "孩子", "娃", "双胞胎", "宝宝")),
+    frozenset(("girlfriend", "boyfriend", "partner", "对象", "女朋友", "男朋友", "未婚妻", "未婚夫")),
+)
+"""Words for the same member: a fact that names one ("my kids are 4 and 7") tells of "my children" too."""
+
+
+def _family_in_passing(sentence: str, turn: Turn, lang: Lang, ctx: _Context, conf: float, *, since: int) -> None:
+    """Keep "User has a daughter" when the sentence takes the user's spouse, partner or child for granted and no
+    fact drawn from it names them (`_companion_untold`). The classifier must read "I have a <noun>" as family."""
+    if _UNREAL_RE.match(sentence):
+        return
+    m = (_ZH_MY_FAMILY_RE if lang == "zh" else _EN_MY_FAMILY_RE).search(sentence)
+    if m is None:
+        return
+    noun = m.group(m.lastindex or 0)
+    kin = [w for group in _KIN for w in group if noun.lower() in group]
+    if not _companion_untold(ctx, 0, kin or [noun]):
+        return  # a fact of the conversation names them already ("my wife is a GP", "用户的双胞胎…")
+    if lang == "zh":
+        said = f"我有{noun}" if noun in ("老婆", "老公", "媳妇", "爱人", "妻子", "丈夫", "对象") else f"我有个{noun}"
+    else:
+        count = m.group(1)
+        plural = noun.lower() in _FAMILY_PLURAL
+        said = f"I have {count} {noun}" if count else f"I have {noun}" if plural else f"I have a {noun}"
+    p = ctx.judge.predict(said)
+    if p.slot != "family" or p.probability < COMPANION_MIN_PROBABILITY:
+        return
+    _add(ctx, "user.family", _SLOT_ATTRIBUTES["family"].kind, said, turn, conf, USER, lang)
 
 
 def _passing_companion(d: _Draft, names: list[str]) -> bool:

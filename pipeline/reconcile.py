@@ -727,7 +727,7 @@ def _former_holder(fact: CandidateFact, emb: list[float], candidates: list[_Mem]
     return max(former, key=lambda m: _similarity(fact, emb, m)) if former else None
 
 
-_USERS = r"(?:\b[Uu]ser(?:'s|’s)|\b[Mm]y|用户的?|我的?)"
+_USERS = r"(?:\b[Uu]ser(?:'s|’s)|\b[Mm]y|用户的?|我的?|\b[Uu]ser has an?|用户有)"
 _STATUS_RES: tuple[tuple[str, str, re.Pattern[str], bool], ...] = (
     # (what the status is of, the status, how a value says it, whether it says it only of the user's own subject)
     ("marital", "divorced", re.compile(r"\bdivorced\b|离婚了|离异|离了婚", re.I), True),

@@ -495,7 +495,8 @@ def test_what_a_fact_is_set_against_is_no_part_of_it() -> None:
     # Inside a value the contrast still reads; what follows "但" about another person is theirs, not the user's.
     [accountant] = _said_values("我是会计，但下个月我要退休")
     assert accountant.startswith("用户是会计，但")
-    assert _said_values("我不会游泳，但我女儿游得特别好") == ["用户不会游泳"]
+    # (that the user has a daughter holds: `_family_in_passing`)
+    assert _said_values("我不会游泳，但我女儿游得特别好") == ["用户不会游泳", "用户有个女儿"]
 
 
 def test_what_is_said_to_the_listener_is_no_part_of_the_users_fact() -> None:
@@ -2165,3 +2166,19 @@ def test_a_clause_that_says_nothing_lends_its_slot_to_no_other() -> None:
     """ "Yes I am" reads as a name to the classifier, but says nothing: what follows it is not a name."""
     for said in ("Yes I am, but my neighbours are loud", "嗯我是，但也说不好"):
         assert not [f for f in _active(extract_facts(_transcript(("user", said)))) if f.key == "user.name"]
+
+
+def test_a_spouse_or_child_taken_for_granted_is_kept() -> None:
+    """ "Any gift ideas for my husband?" / "下个月想陪老公去看海": whatever is asked or planned, the user has them. Not
+    someone else's ("他老婆", "my friend's son"), not an ex, and not twice where a fact already names them."""
+
+    def family(*said: str) -> list[str]:
+        facts = _active(extract_facts(_transcript(*(("user", s) for s in said))))
+        return [f.value for f in facts if f.key == "user.family"]
+
+    assert family("Any gift ideas for my husband? He likes fishing") == ["User has a husband"]
+    assert family("下个月想陪老公去看海，有推荐的地方吗") == ["用户有老公"]
+    assert family("any easy lunches my 2 daughters would eat?") == ["User has 2 daughters"]
+    assert not family("他老婆下周来出差")
+    assert not family("my friend's son wants to be a vet")
+    assert not [v for v in family("my ex-wife lives in Cork now") if v.startswith("User has")]

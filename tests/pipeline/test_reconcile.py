@@ -664,6 +664,9 @@ def test_a_marital_status_ends_the_one_it_follows_whichever_slot_either_is_under
         ("User's girlfriend is Mei", "User got engaged to Mei at the weekend", True),
         ("User is single", "User's fiancée Mei is a nurse", True),
         ("用户单身", "用户的未婚妻在杭州上班", True),
+        ("User is single", "User has a husband", True),
+        ("用户单身", "用户有老婆", True),
+        ("User is single", "User has a daughter", False),  # a child says nothing of a partner
         ("User's girlfriend is Mei", "User's fiancée Mei is a nurse", True),
         ("User is engaged to Mei", "User's wife Mei teaches maths", True),
         ("User is married to Ken", "User is divorced", True),
@@ -688,7 +691,11 @@ def test_eating_meat_again_ends_a_meatless_diet_whichever_slot_says_it() -> None
     assert (op.action, op.target_id) == ("supersede", vegetarian.id)
     # someone else's diet, or both said at once, ends nothing
     meat = mem("user.diet", "User eats meat", 0)
-    for said in ("User's son is vegan", "User is fine with meat but User's partner is vegetarian"):
+    for said in (
+        "User's son is vegan",
+        "User is fine with meat but User's partner is vegetarian",
+        "User has a daughter who is vegetarian",
+    ):
         [op] = reconcile([fact("user.family", said, 70)], [meat], dedupe_threshold=T)
         assert op.action == "insert", said
     married = mem("user.family", "User is married", 0)
