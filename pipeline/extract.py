@@ -562,6 +562,10 @@ _TIME_LEFTOVER_RE = re.compile(
 """What may stand beside a time in a clause that says only when ("back in 2019", "大概两年前")."""
 
 
+_TIME_ONLY_MAX = 32
+"""The longest clause read as a time alone ("Back in the summer of 2019"); it saves reading the rest for times."""
+
+
 def _time_only(clause: str) -> bool:
     """Whether a clause says only when ("三个月前", "Back in 2019"): that belongs to the fact beside it."""
     rest = without_time(clause)
@@ -1468,10 +1472,9 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
         clause = _with_destination(clause, ctx)
         if ctx.speaker is not None and _addresses_other(clause, ctx):
             continue
-        if _FREQUENCY_ONLY_RE.match(clause) or _time_only(clause):
+        if _FREQUENCY_ONLY_RE.match(clause):
             # "…去爬山，一个月两三次" / "I swim, three times a week": how often belongs to the clause before it; before
-            # any fact ("周末的话，…", "On weekends, …"), it leads the next one. So does a time alone ("三个月前，我…",
-            # "Back in 2019, …"): when the fact came about, no fact of its own.
+            # any fact ("周末的话，…", "On weekends, …"), it leads the next one.
             (groups[-1][2] if groups else pending).append(clause)
             continue
         # A Chinese change is judged without its date ("下周一去美团报到" reads as a fact only as "去美团报到"), which
@@ -1486,6 +1489,13 @@ def _sentence_drafts(sentence: str, turn: Turn, lang: Lang, ctx: _Context, base_
             attr = None  # "got a kitten, I call her Mochi": the kitten's name, a detail of the fact before it
         if attr is not None and attr.name in ("role", "employer") and _seeks_job(clause):
             attr = _SLOT_ATTRIBUTES["goal"]  # "applying for a PM role at Canva" is no job held, but one wanted
+        if (
+            attr is not None
+            and len(clause) <= _TIME_ONLY_MAX
+            and not _FIRST_PERSON_RE.search(clause)
+            and _time_only(clause)
+        ):
+            attr = None  # "三个月前，我…", "Back in 2019, …": when the fact beside it came about, no fact of its own
         if attr is None and (_is_mood(clause) or lx.ZH_PLAN.search(clause) or lx.EN_PLAN.search(clause)):
             continue
         if (
