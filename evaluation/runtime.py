@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 from rich.console import Console
 from sqlalchemy import Engine
@@ -98,6 +102,19 @@ def _wait_worker_ready(proc: subprocess.Popen[bytes], log: Path, timeout: float)
     raise RuntimeError(f"the eval worker was not ready within {timeout:.0f} s; see {log}")
 
 
+def _interrupted(signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _stop_on_sigterm() -> signal.Handlers | Callable[[int, FrameType | None], Any] | int | None:
+    """Make SIGTERM end the run as Ctrl-C does, so that the servers and the worker it started are stopped on the way
+    out (by default SIGTERM ends Python at once and leaves them running). Returns the handler it replaced, or None
+    where signals cannot be set (not the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _interrupted)
+
+
 @contextmanager
 def eval_runtime(
     settings: Settings,
@@ -127,6 +144,7 @@ def eval_runtime(
     pg_dir = scratch / "pg"
     redis = None
     worker = None
+    previous = _stop_on_sigterm()
     try:
         with console.status("starting an embedded PostgreSQL (pgvector) and Redis…"):
             db_url = start_postgres(pg_dir)
@@ -163,3 +181,5 @@ def eval_runtime(
         stop_postgres(pg_dir)
         if data_dir is None and not keep:
             shutil.rmtree(scratch, ignore_errors=True)
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)

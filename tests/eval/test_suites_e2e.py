@@ -7,8 +7,11 @@ run it); the others use the test stack's servers and worker (`--external`).
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -260,3 +263,48 @@ def test_qa_without_a_model_is_refused_before_anything_starts(services: Services
     assert rc == 2
     assert "HINDSIGHT_LLM__BACKEND=openai" in err
     assert out.strip() == ""
+
+
+def _started_for(run_dir: Path) -> list[int]:
+    """The processes whose command line or environment names `run_dir` (the embedded servers name it in their
+    arguments, the worker in HINDSIGHT_DATA_DIR)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            said = (entry / "cmdline").read_bytes() + b"\0" + (entry / "environ").read_bytes()
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+        if str(run_dir).encode() in said:
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_terminated_run_stops_what_it_started(services: Services, tmp_path: Path) -> None:
+    """SIGTERM (a CI timeout, `kill`) ends a run as Ctrl-C does: the PostgreSQL, Redis and worker it started stop
+    with it. By default Python dies at once on SIGTERM and they kept running."""
+    run_dir = tmp_path / "run"
+    args = ["eval", "distill", str(DATA / "cases.jsonl"), "--data-dir", str(run_dir)]
+    err = tmp_path / "stderr.txt"
+    with err.open("wb") as sink:
+        cmd = [sys.executable, "-m", "hindsight.cli", *args]
+        proc = subprocess.Popen(cmd, env=services.env(), cwd=str(REPO), stdout=subprocess.DEVNULL, stderr=sink)
+    try:
+        deadline = time.monotonic() + 180
+        while not (run_dir / "worker.log").exists():
+            assert proc.poll() is None, err.read_text()[-3000:]
+            assert time.monotonic() < deadline, "the worker never started"
+            time.sleep(0.2)
+        assert _started_for(run_dir), "nothing found running for the run (the test would prove nothing)"
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=90)
+        deadline = time.monotonic() + 10
+        while _started_for(run_dir) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _started_for(run_dir)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for pid in _started_for(run_dir):
+            os.kill(pid, signal.SIGKILL)
