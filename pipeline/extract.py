@@ -1737,16 +1737,17 @@ def _owned_things(sentence: str, turn: Turn, lang: Lang, ctx: _Context, conf: fl
 _EN_MY_FAMILY_RE = re.compile(
     r"\b(?:my|our) (?:(two|three|four|2|3|4) )?"
     r"(?:(?:little|baby|eldest|oldest|youngest|younger|older|teenage|newborn) )?"
-    r"(wife|husband|spouse|fianc[ée]e?|girlfriend|boyfriend|sons?|daughters?|kids|children|twins|toddler)\b(?!['’-])",
+    r"(wife|husband|spouse|fianc[ée]e?|girlfriend|boyfriend|sons?|daughters?|kids|children|twins|toddler)\b(?!-)",
     re.I,
 )
 _ZH_MY_FAMILY_RE = re.compile(
-    r"(?<![他她你它])(?:我们?(?:家的?|的)?|(?:^|(?<=[想要带得会]))(?:带|陪|和|跟|给))"
-    r"(老婆|老公|媳妇|爱人|妻子|丈夫|对象|女朋友|男朋友|未婚妻|未婚夫|儿子|女儿|闺女|孩子|娃)(?![子们的])"
+    r"(?<![他她你它])(?:我们?(?:家的?|的)?|(?:^|(?<=[想要带得会我]))(?:带|陪|和|跟|给))"
+    r"(老婆|老公|媳妇|爱人|妻子|丈夫|女朋友|男朋友|未婚妻|未婚夫|儿子|女儿|闺女|孩子|娃)(?!娃)"
 )
-"""The user's spouse, partner or children taken for granted ("what should I get my wife for her birthday", "周末想带
-女儿出去玩"): the user has them, whatever the sentence asks or plans. Not "his wife", "my friend's son", "my ex-wife";
-"我老婆的同事" is about someone else; a parent, which everyone has, says nothing."""
+"""The user's spouse, partner or children taken for granted ("what should I get my wife for her birthday", "my
+wife's sister is visiting", "周末想带女儿出去玩", "我和老婆…"): the user has them, whatever the sentence asks or plans.
+Not "his wife", "my friend's son", "my ex-wife", "my son-in-law", a doll (娃娃), nor 对象 (also a data object); a
+parent, which everyone has, says nothing."""
 _FAMILY_PLURAL = frozenset(("kids", "children", "twins", "sons", "daughters"))
 _KIN = (
     frozenset(("wife", "husband", "spouse", "fiance", "fiancé", "fiancee", "fiancée"))
@@ -1771,7 +1772,7 @@ def _family_in_passing(sentence: str, turn: Turn, lang: Lang, ctx: _Context, con
     if not _companion_untold(ctx, 0, kin or [noun]):
         return  # a fact of the conversation names them already ("my wife is a GP", "用户的双胞胎…")
     if lang == "zh":
-        said = f"我有{noun}" if noun in ("老婆", "老公", "媳妇", "爱人", "妻子", "丈夫", "对象") else f"我有个{noun}"
+        said = f"我有{noun}" if noun in ("老婆", "老公", "媳妇", "爱人", "妻子", "丈夫") else f"我有个{noun}"
     else:
         count = m.group(1)
         plural = noun.lower() in _FAMILY_PLURAL

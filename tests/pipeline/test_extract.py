@@ -2182,3 +2182,5 @@ def test_a_spouse_or_child_taken_for_granted_is_kept() -> None:
     assert not family("他老婆下周来出差")
     assert not family("my friend's son wants to be a vet")
     assert not [v for v in family("my ex-wife lives in Cork now") if v.startswith("User has")]
+    assert family("any gift ideas for my wife's parents?") == ["User has a wife"]
+    assert not family("我们的对象存储用的是七牛")  # 对象 is also a data object
