@@ -775,7 +775,7 @@ _ZH_REL_RE = re.compile(
     # "我老婆", "我的导师", and "我们领导" / "咱们老板" (our boss: the speaker's, as "our lawyer" is in English)
     r"^(?:我们?的?|俺们?的?|咱们的?)(?:新的?|现在的)?("
     + "|".join(sorted(lx.ZH_RELATIONS, key=len, reverse=True))
-    + r")(?:叫)?"
+    + r")(?!存储|模型|数组|实例|类型|池)(?:叫)?"  # not 对象 as a data object ("我们的对象存储用七牛")
 )
 _EN_REL_RE = re.compile(
     # "my mum", "our eldest son"; and the words a family calls its own by, said as a name ("mom moved into a care

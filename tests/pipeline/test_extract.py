@@ -2184,3 +2184,12 @@ def test_a_spouse_or_child_taken_for_granted_is_kept() -> None:
     assert not [v for v in family("my ex-wife lives in Cork now") if v.startswith("User has")]
     assert family("any gift ideas for my wife's parents?") == ["User has a wife"]
     assert not family("我们的对象存储用的是七牛")  # 对象 is also a data object
+
+
+def test_object_storage_is_no_partner() -> None:
+    """对象 is a partner ("我对象是老师") and also a data object: "我们的对象存储…" is said of the user's stack."""
+    facts = _active(extract_facts(_transcript(("user", "我们的对象存储用的是七牛"))))
+    assert facts
+    assert not [f for f in facts if f.key.startswith("partner")]
+    [partner] = _active(extract_facts(_transcript(("user", "我对象是老师"))))
+    assert partner.key.startswith("partner")
