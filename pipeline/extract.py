@@ -581,8 +581,7 @@ def _dated_milestone(clause: str, judge: SlotJudge) -> bool:
     bare = without_time(clause)
     if bare == clause or len(bare) < 4:
         return False
-    p = judge.predict(bare)
-    return p.p_change >= judge.change_threshold and p.p_fact >= judge.threshold
+    return judge.changes(bare) and judge.predict(bare).p_fact >= judge.threshold
 
 
 def _is_change(clause: str, judge: SlotJudge) -> bool:
@@ -1756,7 +1755,8 @@ _KIN = (
     | frozenset(("儿子", "女儿", "闺女", "孩子", "娃", "双胞胎", "宝宝")),
     frozenset(("girlfriend", "boyfriend", "partner", "对象", "女朋友", "男朋友", "未婚妻", "未婚夫")),
 )
-"""Words for the same member: a fact that names one ("my kids are 4 and 7") tells of "my children" too."""
+"""Words for the same member: a fact that names one ("my kids are 4 and 7") tells of "my children" too. The first
+group is a spouse: "我有老婆", not "我有个老婆"."""
 
 
 def _family_in_passing(sentence: str, turn: Turn, lang: Lang, ctx: _Context, conf: float, *, since: int) -> None:
@@ -1772,7 +1772,7 @@ def _family_in_passing(sentence: str, turn: Turn, lang: Lang, ctx: _Context, con
     if not _companion_untold(ctx, 0, kin or [noun]):
         return  # a fact of the conversation names them already ("my wife is a GP", "用户的双胞胎…")
     if lang == "zh":
-        said = f"我有{noun}" if noun in ("老婆", "老公", "媳妇", "爱人", "妻子", "丈夫") else f"我有个{noun}"
+        said = f"我有{noun}" if noun in _KIN[0] else f"我有个{noun}"  # "用户有老婆", "用户有个女儿"
     else:
         count = m.group(1)
         plural = noun.lower() in _FAMILY_PLURAL
